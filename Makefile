@@ -1,0 +1,46 @@
+# The README's two commands: `make run` and `make test`. Each sets up .venv if needed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+EXAMPLE ?= examples/traffic.py
+
+.PHONY: run test setup setup-dev lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Runtime install: the core and the CLI. torch is never pulled in here; the
+# `torch` extra pins torch==2.13.0 (the CPU wheel on these machines).
+$(VENV)/.setup-run: pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.setup-dev: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[dev]'
+	touch $@ $(VENV)/.setup-run
+
+setup: $(VENV)/.setup-run
+setup-dev: $(VENV)/.setup-dev
+
+run: $(VENV)/.setup-run
+	$(BIN)/vf explain $(EXAMPLE)
+
+lint: $(VENV)/.setup-dev
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+
+typecheck: $(VENV)/.setup-dev
+	$(BIN)/mypy
+
+pytest: $(VENV)/.setup-dev
+	$(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+bench: $(VENV)/.setup-dev
+	$(BIN)/python bench/bench_validate.py
+	$(BIN)/python bench/bench_explain.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""vfadapters: the I/O around vfcore — the `vf` CLI, flow loading, and (later) executors."""

@@ -1,0 +1,329 @@
+"""What a flow needs, with no cluster: replicas, workload kinds, GPU claims, autoscaling.
+
+Worked example (exclusive mode): a detector with ``nb_tasks=4, gpu_count=2``
+becomes four pods ``detector/0`` … ``detector/3``, each claiming 2
+``nvidia.com/gpu`` that must sit on one host; the flow's total is 8 and the
+largest pod is 2. In shared mode the same pods claim no resource units, only
+their declared VRAM; in mix mode a pod with ``gpu_memory_gib`` takes one MIG
+slice (chosen at plan time) while a pod with whole GPUs claims them as usual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from vfcore.errors import InvalidInputError
+from vfcore.params import parameter_issues
+from vfcore.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
+from vfcore.validate import check_gpu_mode, effective_replicas, gpu_resource_of, to_spec
+
+if TYPE_CHECKING:
+    from vfcore.flow import Flow
+
+__all__ = [
+    "AutoscalingOptions",
+    "Demand",
+    "NodeShape",
+    "PodClaim",
+    "Reason",
+    "SliceKind",
+    "Workload",
+    "autoscaling_rejections",
+    "gpu_demand",
+    "node_shapes",
+    "pod_name",
+    "workload_of",
+]
+
+Workload = Literal["deployment", "statefulset", "job"]
+SliceKind = Literal["whole", "shared", "mig", "none"]
+
+
+def pod_name(node: str, replica: int) -> str:
+    """Pods are named ``<node>/<replica>`` everywhere: ``pod_name('detector', 0) == 'detector/0'``."""
+    return f"{node}/{replica}"
+
+
+def workload_of(node: NodeSpec, flow_type: str) -> Workload:
+    """The Kubernetes workload a node runs as.
+
+    BATCH: every node is a Job (its stream ends). REALTIME: a finite producer is
+    a Job; a partitioned processor is a StatefulSet (stable ordinals own keys);
+    everything else is a Deployment.
+    """
+    if flow_type == BATCH:
+        return "job"
+    if node.kind == PRODUCER and node.finite:
+        return "job"
+    if node.is_processor and node.partition_by is not None:
+        return "statefulset"
+    return "deployment"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """A node's run shape: how many workers, as what workload."""
+
+    name: str
+    kind: str
+    replicas: int
+    workload: Workload
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "replicas": self.replicas,
+            "workload": self.workload,
+        }
+
+
+def node_shapes(flow_or_spec: Flow | FlowSpec) -> tuple[NodeShape, ...]:
+    """Replicas and workload kind of every node, in spec order."""
+    spec = to_spec(flow_or_spec)
+    return tuple(
+        NodeShape(n.name, n.kind, effective_replicas(n), workload_of(n, spec.flow_type))
+        for n in spec.nodes
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """What one pod claims: whole units of extended resources, and/or a VRAM demand.
+
+    ``slice`` says how the GPU is taken: ``whole`` (exclusive units), ``shared``
+    (no units; VRAM only), ``mig`` (one MIG slice of at least ``gpu_memory_gib``,
+    chosen at plan time) or ``none`` (a CPU pod).
+    """
+
+    pod: str
+    node: str
+    replica: int
+    claims: tuple[tuple[str, int], ...]
+    gpu_memory_gib: float | None
+    slice: SliceKind
+
+    @property
+    def units(self) -> int:
+        return sum(u for _, u in self.claims)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "claims": dict(self.claims),
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "slice": self.slice,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A flow's GPU demand under one mode.
+
+    ``total`` sums units per resource; ``largest_pod`` is the single pod with
+    the most units (then the most VRAM; ties by name): its devices must all
+    sit on one host, so no cluster whose largest free host is smaller can run
+    the flow, whatever the total.
+    """
+
+    mode: str
+    pods: tuple[PodClaim, ...]
+    total: tuple[tuple[str, int], ...]
+    total_gpu_memory_gib: float
+    largest_pod: PodClaim | None
+    undeclared_memory: tuple[str, ...]
+
+    def total_of(self, resource: str) -> int:
+        return dict(self.total).get(resource, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        largest = self.largest_pod
+        return {
+            "mode": self.mode,
+            "total": dict(self.total),
+            "total_gpu_memory_gib": self.total_gpu_memory_gib,
+            "largest_pod": {} if largest is None else dict(largest.claims),
+            "largest_pod_name": None if largest is None else largest.pod,
+            "largest_pod_gpu_memory_gib": None if largest is None else largest.gpu_memory_gib,
+            "undeclared_memory": list(self.undeclared_memory),
+            "pods": [p.to_dict() for p in self.pods],
+        }
+
+
+def _claim(
+    node: NodeSpec, mode: str, default_resource: str | None
+) -> tuple[dict[str, int], SliceKind]:
+    if not node.is_gpu:
+        return {}, "none"
+    resource = gpu_resource_of(node, default_resource)
+    if mode == "shared":
+        return {}, "shared"
+    if mode == "mix" and node.gpu_memory_gib is not None and node.gpu_count == 1:
+        return {}, "mig"
+    return {resource: node.gpu_count}, "whole"
+
+
+def gpu_demand(
+    flow_or_spec: Flow | FlowSpec,
+    *,
+    gpu_mode: str | None = "exclusive",
+    gpu_resource_name: str | None = None,
+) -> Demand:
+    """Per-pod GPU claims, totals per resource, and the largest single pod.
+
+    >>> from vfcore.spec import FlowSpec, NodeSpec
+    >>> spec = FlowSpec("f", "batch", (
+    ...     NodeSpec("src", "producer"),
+    ...     NodeSpec("det", "processor", ("src",), nb_tasks=3, device_type="gpu", gpu_count=2),
+    ...     NodeSpec("out", "consumer", ("det",))))
+    >>> d = gpu_demand(spec)
+    >>> dict(d.total), d.largest_pod.pod, dict(d.largest_pod.claims)
+    ({'nvidia.com/gpu': 6}, 'det/0', {'nvidia.com/gpu': 2})
+    """
+    spec = to_spec(flow_or_spec)
+    mode = check_gpu_mode(gpu_mode)
+    pods: list[PodClaim] = []
+    for node in spec.nodes:
+        if not node.is_gpu or parameter_issues(node):
+            continue  # invalid parameters are reported by validate(), not counted here
+        claims, kind = _claim(node, mode, gpu_resource_name)
+        for replica in range(effective_replicas(node)):
+            pods.append(
+                PodClaim(
+                    pod=pod_name(node.name, replica),
+                    node=node.name,
+                    replica=replica,
+                    claims=tuple(sorted(claims.items())),
+                    gpu_memory_gib=node.gpu_memory_gib,
+                    slice=kind,
+                )
+            )
+    totals: dict[str, int] = {}
+    for pod in pods:
+        for resource, units in pod.claims:
+            totals[resource] = totals.get(resource, 0) + units
+    memory = sum(p.gpu_memory_gib or 0.0 for p in pods)
+    largest = min(
+        pods,
+        key=lambda p: (-p.units, -(p.gpu_memory_gib or 0.0), p.pod),
+        default=None,
+    )
+    undeclared = tuple(p.pod for p in pods if p.gpu_memory_gib is None and mode != "exclusive")
+    return Demand(
+        mode=mode,
+        pods=tuple(pods),
+        total=tuple(sorted(totals.items())),
+        total_gpu_memory_gib=float(memory),
+        largest_pod=largest,
+        undeclared_memory=undeclared,
+    )
+
+
+# -- autoscaling eligibility --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscalingOptions:
+    """Deploy-time options that bear on autoscaling (``--autoscaling`` and friends)."""
+
+    enabled: bool = False
+    gpu_autoscaling: bool = False
+    max_replicas: int = 10
+
+    def __post_init__(self) -> None:
+        m = self.max_replicas
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            raise InvalidInputError(
+                "invalid-max-replicas",
+                f"max_replicas={m!r} must be an int >= 1",
+                "pass --max-replicas with a positive count, e.g. --max-replicas 10",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "gpu_autoscaling": self.gpu_autoscaling,
+            "max_replicas": self.max_replicas,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a node stays at fixed scale: a stable ``code`` and a sentence."""
+
+    code: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+def autoscaling_rejections(
+    flow_or_spec: Flow | FlowSpec, options: AutoscalingOptions | None = None
+) -> dict[str, tuple[Reason, ...]]:
+    """For every node, every reason it stays at fixed scale (empty = eligible).
+
+    Only processors that run as Deployments with competing replicas can be
+    scaled: e.g. an unpartitioned CPU detector in a REALTIME flow is eligible,
+    while a partitioned tracker is not (a new replica count would rehash which
+    replica owns which key mid-stream).
+    """
+    spec = to_spec(flow_or_spec)
+    opts = options or AutoscalingOptions()
+    out: dict[str, tuple[Reason, ...]] = {}
+    for node in spec.nodes:
+        reasons: list[Reason] = []
+        if not node.is_processor:
+            reasons.append(
+                Reason("not-a-processor", f"a {node.kind} is single; only processors scale")
+            )
+        else:
+            if spec.flow_type != REALTIME:
+                reasons.append(
+                    Reason(
+                        "batch-job",
+                        "in a BATCH flow the node is a Job, whose parallelism is fixed; "
+                        "set nb_tasks instead",
+                    )
+                )
+            if node.partition_by is not None:
+                if isinstance(node.nb_tasks, int) and node.nb_tasks > 1:
+                    reasons.append(
+                        Reason(
+                            "partitioned",
+                            f"partitioned by {node.partition_by!r}: a new replica count would "
+                            "rehash which replica owns which key mid-stream",
+                        )
+                    )
+                else:
+                    reasons.append(
+                        Reason(
+                            "partition-at-one-replica",
+                            f"declares partition_by={node.partition_by!r}: adding replicas would "
+                            "move keys away from the replica that holds their state",
+                        )
+                    )
+            elif node.kind == "one-task-processor":
+                reasons.append(
+                    Reason("one-task", "a stateful one-task node runs exactly one worker")
+                )
+            if node.is_join and node.partition_by is None:
+                reasons.append(
+                    Reason(
+                        "single-replica-join",
+                        "an unpartitioned join must keep one replica, or the halves of one "
+                        "event could reach different replicas",
+                    )
+                )
+            if node.is_gpu and not opts.gpu_autoscaling:
+                reasons.append(
+                    Reason(
+                        "gpu-node",
+                        "GPU nodes are not autoscaled unless --gpu-autoscaling: each extra "
+                        "replica claims whole devices",
+                    )
+                )
+        out[node.name] = tuple(reasons)
+    return out

@@ -1,0 +1,134 @@
+"""Checks of single node parameters (rule ``invalid-parameter``).
+
+The same checks run when a node is constructed (which raises at once) and when
+a :class:`~vfcore.spec.FlowSpec` loaded from JSON is validated (which reports).
+"""
+
+from __future__ import annotations
+
+import math
+
+from vfcore.errors import ERROR, Issue
+from vfcore.joins import JoinPolicy
+from vfcore.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec
+
+__all__ = ["DEVICE_TYPES", "parameter_issues"]
+
+RULE = "invalid-parameter"
+DEVICE_TYPES = ("cpu", "gpu")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_positive_int(value: object) -> bool:
+    return _is_int(value) and value >= 1  # type: ignore[operator]
+
+
+def parameter_issues(node: NodeSpec) -> list[Issue]:
+    """Every invalid parameter of one node, each an ``invalid-parameter`` error.
+
+    >>> [i.message for i in parameter_issues(NodeSpec("d", "processor", nb_tasks=0))]
+    ["node 'd': nb_tasks=0 must be an int >= 1"]
+    """
+    out: list[Issue] = []
+    label = node.name if isinstance(node.name, str) and node.name else None
+
+    def bad(message: str, hint: str) -> None:
+        out.append(Issue(RULE, ERROR, label, f"node {label!r}: {message}", hint))
+
+    if not isinstance(node.name, str) or not node.name.strip():
+        bad(f"name={node.name!r} must be a non-empty string", "give every node a unique name")
+    if node.kind not in KINDS:
+        bad(f"kind={node.kind!r} is not one of {KINDS}", "use a producer, processor or consumer")
+    single = node.kind in (PRODUCER, CONSUMER)
+
+    if not _is_positive_int(node.nb_tasks):
+        bad(
+            f"nb_tasks={node.nb_tasks!r} must be an int >= 1",
+            "pass the number of replicas as an int, e.g. nb_tasks=4",
+        )
+    elif single and node.nb_tasks != 1:
+        bad(
+            f"a {node.kind} is single, yet nb_tasks={node.nb_tasks}",
+            f"remove nb_tasks; scale the processors downstream of this {node.kind} instead",
+        )
+
+    if node.partition_by is not None:
+        if not isinstance(node.partition_by, str) or not node.partition_by.strip():
+            bad(
+                f"partition_by={node.partition_by!r} must be a non-empty string",
+                "use partition_by='trace_id' or the name of a metadata field set upstream",
+            )
+        elif single:
+            bad(
+                f"a {node.kind} is single and cannot be partitioned (partition_by="
+                f"{node.partition_by!r})",
+                "remove partition_by; partition the replicated processors instead",
+            )
+
+    keys = node.sets_keys
+    if not isinstance(keys, tuple) or not all(isinstance(k, str) and k.strip() for k in keys):
+        bad(
+            f"sets_keys={keys!r} must be a sequence of non-empty field names",
+            "list the metadata fields this node sets with ctx.set_partition_key",
+        )
+    else:
+        if len(set(keys)) != len(keys):
+            bad(f"sets_keys={list(keys)} names a field twice", "list each field once")
+        if TRACE_ID in keys:
+            bad(
+                "sets_keys names 'trace_id', which the runtime assigns to every event",
+                "remove 'trace_id' from sets_keys; partition_by='trace_id' needs no setter",
+            )
+        if keys and node.kind == CONSUMER:
+            bad(
+                f"a consumer has no children to read sets_keys={list(keys)}",
+                "remove sets_keys from the consumer",
+            )
+
+    if node.device_type not in DEVICE_TYPES:
+        bad(
+            f"device_type={node.device_type!r} must be 'cpu' or 'gpu'",
+            "use device_type='gpu' for nodes that need a GPU, else leave the default 'cpu'",
+        )
+    if not _is_positive_int(node.gpu_count):
+        bad(
+            f"gpu_count={node.gpu_count!r} must be an int >= 1",
+            "pass the number of whole GPUs one replica needs, e.g. gpu_count=2",
+        )
+    name = node.gpu_resource_name
+    if name is not None and (
+        not isinstance(name, str) or name.count("/") != 1 or not all(name.split("/"))
+    ):
+        bad(
+            f"gpu_resource_name={name!r} is not an extended resource name like 'nvidia.com/gpu'",
+            "write it as <domain>/<name>, e.g. 'nvidia.com/mig-1g.10gb', or leave it unset",
+        )
+    memory = node.gpu_memory_gib
+    if memory is not None and (
+        not isinstance(memory, int | float)
+        or isinstance(memory, bool)
+        or not math.isfinite(memory)
+        or memory <= 0
+    ):
+        bad(
+            f"gpu_memory_gib={memory!r} must be a number > 0",
+            "give the VRAM one replica needs in GiB, e.g. gpu_memory_gib=10",
+        )
+    if node.join_policy is not None and not isinstance(node.join_policy, JoinPolicy):
+        bad(
+            f"join_policy={node.join_policy!r} is not a JoinPolicy",
+            "pass join_policy=JoinPolicy(...)",
+        )
+    if not isinstance(node.finite, bool):
+        bad(f"finite={node.finite!r} must be True or False", "pass finite=True or finite=False")
+    elif node.finite and node.kind != PRODUCER:
+        bad(
+            f"finite=True applies only to producers (this is a {node.kind})",
+            "remove finite; it says that a producer's stream ends",
+        )
+    if not isinstance(node.parents, tuple) or not all(isinstance(p, str) for p in node.parents):
+        bad(f"parents={node.parents!r} must be node names", "wire nodes by calling them")
+    return out

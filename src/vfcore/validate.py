@@ -1,0 +1,464 @@
+"""Graph validation: every problem of a flow, in one pass.
+
+:func:`validate` returns a tuple of :class:`~vfcore.errors.Issue`, errors first;
+:func:`require_valid` raises one :class:`~vfcore.errors.InvalidFlowError`
+listing every error. Each rule id is documented with an example and its fix in
+``docs/rules.md``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
+from vfcore.joins import join_policy_parent_problems
+from vfcore.params import parameter_issues
+from vfcore.spec import (
+    BATCH,
+    CONSUMER,
+    ONE_TASK_PROCESSOR,
+    PRODUCER,
+    TRACE_ID,
+    FlowSpec,
+    NodeSpec,
+)
+
+if TYPE_CHECKING:
+    from vfcore.flow import Flow
+
+__all__ = [
+    "DEFAULT_GPU_RESOURCE",
+    "GPU_MODES",
+    "RULES",
+    "check_gpu_mode",
+    "effective_replicas",
+    "gpu_resource_of",
+    "require_valid",
+    "to_spec",
+    "validate",
+]
+
+GPU_MODES = ("exclusive", "shared", "mix")
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+
+#: Every rule id with its severity. Ids are never renamed (see docs/rules.md).
+RULES: dict[str, Severity] = {
+    "invalid-parameter": ERROR,
+    "invalid-wiring": ERROR,
+    "invalid-spec": ERROR,
+    "unknown-parent": ERROR,
+    "root-not-producer": ERROR,
+    "cycle": ERROR,
+    "duplicate-name": ERROR,
+    "consumer-has-children": ERROR,
+    "unreachable-consumer": ERROR,
+    "gpu-parameter-on-cpu-node": ERROR,
+    "gpu-memory-with-multi-gpu": ERROR,
+    "mig-cannot-span": ERROR,
+    "replicated-join-unpartitioned": ERROR,
+    "partition-key-never-set": ERROR,
+    "invalid-join-policy": ERROR,
+    "replicated-time-join": ERROR,
+    "autoscaling-batch-flow": ERROR,
+    "output-unread": WARNING,
+    "singleton-replicas-ignored": WARNING,
+    "partition-without-replicas": WARNING,
+    "join-policy-ignored": WARNING,
+    "gpu-memory-undeclared": WARNING,
+}
+
+
+def to_spec(flow_or_spec: Flow | FlowSpec) -> FlowSpec:
+    """A FlowSpec from either a live :class:`~vfcore.Flow` or a FlowSpec."""
+    if isinstance(flow_or_spec, FlowSpec):
+        return flow_or_spec
+    spec = getattr(flow_or_spec, "spec", None)
+    if callable(spec):
+        result = spec()
+        if isinstance(result, FlowSpec):
+            return result
+    raise TypeError(f"expected a Flow or FlowSpec, got {type(flow_or_spec).__name__}")
+
+
+def check_gpu_mode(gpu_mode: str | None) -> str:
+    """The GPU mode, defaulting to ``exclusive``; an unknown one raises ``invalid-gpu-mode``."""
+    from vfcore.errors import InvalidInputError
+
+    mode = "exclusive" if gpu_mode is None else gpu_mode
+    if mode not in GPU_MODES:
+        raise InvalidInputError(
+            "invalid-gpu-mode",
+            f"gpu mode {gpu_mode!r} is not one of {list(GPU_MODES)}",
+            "use --gpu-mode exclusive (the default), shared or mix",
+        )
+    return mode
+
+
+def effective_replicas(node: NodeSpec) -> int:
+    """How many workers a node runs.
+
+    Producers and consumers: 1. Processors: ``nb_tasks``. A
+    ``OneTaskProcessorNode`` runs one worker unless ``partition_by`` lets
+    replicas own keys, e.g. ``nb_tasks=4, partition_by='trace_id'`` → 4.
+    """
+    n = node.nb_tasks if isinstance(node.nb_tasks, int) and node.nb_tasks >= 1 else 1
+    if node.kind in (PRODUCER, CONSUMER):
+        return 1
+    if node.kind == ONE_TASK_PROCESSOR and node.partition_by is None:
+        return 1
+    return n
+
+
+def gpu_resource_of(node: NodeSpec, default: str | None = None) -> str:
+    """The extended resource a GPU node claims: its own, else the deploy-wide default."""
+    return node.gpu_resource_name or default or DEFAULT_GPU_RESOURCE
+
+
+def _is_mig_resource(resource: str) -> bool:
+    return resource.rsplit("/", 1)[-1].startswith("mig-")
+
+
+def validate(
+    flow_or_spec: Flow | FlowSpec,
+    *,
+    gpu_mode: str | None = None,
+    gpu_resource_name: str | None = None,
+    autoscaling: bool = False,
+) -> tuple[Issue, ...]:
+    """Every problem of a flow at once, errors first.
+
+    ``gpu_mode`` (exclusive, shared, mix) and ``gpu_resource_name`` (the
+    deploy-wide default resource) enable the checks that depend on them;
+    ``autoscaling=True`` reports ``autoscaling-batch-flow`` for BATCH flows.
+    The input is never modified.
+    """
+    spec = to_spec(flow_or_spec)
+    mode = check_gpu_mode(gpu_mode)
+    return sort_issues(_Validator(spec, mode, gpu_resource_name, autoscaling).run())
+
+
+def require_valid(
+    flow_or_spec: Flow | FlowSpec,
+    *,
+    gpu_mode: str | None = None,
+    gpu_resource_name: str | None = None,
+    autoscaling: bool = False,
+) -> FlowSpec:
+    """The flow's spec, or an :class:`InvalidFlowError` listing every error."""
+    spec = to_spec(flow_or_spec)
+    issues = validate(
+        spec, gpu_mode=gpu_mode, gpu_resource_name=gpu_resource_name, autoscaling=autoscaling
+    )
+    if any(i.is_error for i in issues):
+        raise InvalidFlowError(issues)
+    return spec
+
+
+class _Validator:
+    def __init__(
+        self, spec: FlowSpec, gpu_mode: str, default_resource: str | None, autoscaling: bool
+    ) -> None:
+        self.spec = spec
+        self.gpu_mode = gpu_mode
+        self.default_resource = default_resource
+        self.autoscaling = autoscaling
+        self.issues: list[Issue] = []
+        self.bad_params: set[str] = set()
+
+    def add(self, rule: str, node: str | None, message: str, hint: str) -> None:
+        self.issues.append(Issue(rule, RULES[rule], node, message, hint))
+
+    def run(self) -> list[Issue]:
+        spec = self.spec
+        for node in spec.nodes:
+            problems = parameter_issues(node)
+            if problems:
+                self.bad_params.add(node.name)
+                self.issues.extend(problems)
+        self._names()
+        graph = self._graph()
+        self._cycles(graph)
+        self._roots_and_leaves()
+        self._reachability()
+        for node in spec.nodes:
+            if node.name in self.bad_params:
+                continue
+            self._gpu(node)
+            self._replicas_and_joins(node)
+        self._partition_keys()
+        if self.autoscaling and spec.flow_type == BATCH:
+            self.add(
+                "autoscaling-batch-flow",
+                None,
+                f"flow {spec.name!r} is BATCH: its nodes run as Jobs, whose parallelism is "
+                "fixed when they start, so a scaler would have nothing to drive",
+                "drop --autoscaling and set nb_tasks to the parallelism you want, "
+                "or make the flow REALTIME",
+            )
+        return self.issues
+
+    # -- names and edges -----------------------------------------------------
+    def _names(self) -> None:
+        counts = Counter(n.name for n in self.spec.nodes if isinstance(n.name, str))
+        for name, count in sorted(counts.items()):
+            if count > 1:
+                self.add(
+                    "duplicate-name",
+                    name,
+                    f"{count} nodes are named {name!r}; names identify queues, pods and "
+                    "partitions, so they must be unique",
+                    f"rename all but one of the nodes called {name!r}",
+                )
+        for node in self.spec.nodes:
+            if not isinstance(node.parents, tuple):
+                continue
+            repeated = sorted(p for p, c in Counter(node.parents).items() if c > 1)
+            if repeated:
+                self.add(
+                    "invalid-wiring",
+                    node.name,
+                    f"node {node.name!r} lists parent(s) {repeated} more than once",
+                    "list each parent once",
+                )
+            if node.kind == PRODUCER and node.parents:
+                self.add(
+                    "invalid-wiring",
+                    node.name,
+                    f"producer {node.name!r} has parents {list(node.parents)}; producers are sources",
+                    "make it a processor, or remove its parents",
+                )
+            for parent in node.parents:
+                if parent not in self.spec:
+                    self.add(
+                        "unknown-parent",
+                        node.name,
+                        f"node {node.name!r} names parent {parent!r}, which is not in the flow",
+                        f"add a node called {parent!r} or fix the name",
+                    )
+
+    def _graph(self) -> nx.DiGraph:
+        graph = nx.DiGraph()
+        graph.add_nodes_from(sorted(self.spec.names))
+        edges = sorted(
+            (parent, node.name)
+            for node in self.spec.nodes
+            if isinstance(node.parents, tuple)
+            for parent in node.parents
+            if parent in self.spec
+        )
+        graph.add_edges_from(edges)
+        self.graph = graph
+        return graph
+
+    def _cycles(self, graph: nx.DiGraph) -> None:
+        for component in nx.strongly_connected_components(graph):
+            if len(component) == 1:
+                (only,) = component
+                if not graph.has_edge(only, only):
+                    continue
+            start = min(component)
+            cycle = nx.find_cycle(graph.subgraph(component), source=start)
+            path = [u for u, _ in cycle] + [cycle[0][0]]
+            self.add(
+                "cycle",
+                start,
+                f"nodes {sorted(component)} form a cycle: {' -> '.join(path)}; "
+                "a flow must be acyclic",
+                f"remove the edge {cycle[-1][0]} -> {cycle[-1][1]} (or another edge of the cycle)",
+            )
+
+    def _roots_and_leaves(self) -> None:
+        children = self.spec.children()
+        for node in self.spec.nodes:
+            if node.kind not in (PRODUCER,) and not node.parents:
+                self.add(
+                    "root-not-producer",
+                    node.name,
+                    f"{node.kind} {node.name!r} has no parents, so nothing ever feeds it",
+                    "make it a ProducerNode, or call it on its parents: Node(...)(parent)",
+                )
+            kids = children.get(node.name, ())
+            if node.kind == CONSUMER and kids:
+                self.add(
+                    "consumer-has-children",
+                    node.name,
+                    f"consumer {node.name!r} is read by {sorted(set(kids))}; consumers are sinks",
+                    f"make {node.name!r} a ProcessorNode if others read its output",
+                )
+            if node.kind != CONSUMER and not kids:
+                self.add(
+                    "output-unread",
+                    node.name,
+                    f"{node.kind} {node.name!r} produces output that no node reads",
+                    "wire a consumer to it, or remove it from the flow",
+                )
+
+    def _reachability(self) -> None:
+        producers = [n.name for n in self.spec.nodes if n.kind == PRODUCER]
+        reached = _reach(self.graph, producers, blocked=frozenset())
+        for node in self.spec.nodes:
+            if node.kind == CONSUMER and node.name not in reached:
+                self.add(
+                    "unreachable-consumer",
+                    node.name,
+                    f"consumer {node.name!r} is not downstream of any producer, so it never "
+                    "receives a message",
+                    "wire it (through processors) to a producer",
+                )
+
+    # -- per node ------------------------------------------------------------
+    def _gpu(self, node: NodeSpec) -> None:
+        if not node.is_gpu:
+            stray = []
+            if node.gpu_count > 1:
+                stray.append(f"gpu_count={node.gpu_count}")
+            if node.gpu_memory_gib is not None:
+                stray.append(f"gpu_memory_gib={node.gpu_memory_gib}")
+            if node.gpu_resource_name is not None:
+                stray.append(f"gpu_resource_name={node.gpu_resource_name!r}")
+            if stray:
+                self.add(
+                    "gpu-parameter-on-cpu-node",
+                    node.name,
+                    f"node {node.name!r} runs on CPU but sets {', '.join(stray)}",
+                    "add device_type='gpu', or remove the GPU parameters",
+                )
+            return
+        if node.gpu_memory_gib is not None and node.gpu_count > 1:
+            self.add(
+                "gpu-memory-with-multi-gpu",
+                node.name,
+                f"node {node.name!r} sets gpu_memory_gib={node.gpu_memory_gib} and "
+                f"gpu_count={node.gpu_count}; a memory demand describes one slice of one card",
+                "use gpu_memory_gib for a model that fits one card (or slice), or gpu_count "
+                "for whole cards, not both",
+            )
+        resource = gpu_resource_of(node, self.default_resource)
+        if node.gpu_count > 1 and _is_mig_resource(resource):
+            source = "the node" if node.gpu_resource_name else "--gpu-resource-name"
+            self.add(
+                "mig-cannot-span",
+                node.name,
+                f"node {node.name!r} asks for gpu_count={node.gpu_count} of {resource!r} "
+                f"(from {source}); a process can use only one MIG slice",
+                "use gpu_count=1 with a larger MIG profile, or whole GPUs (nvidia.com/gpu)",
+            )
+        if self.gpu_mode == "shared" and node.gpu_memory_gib is None:
+            self.add(
+                "gpu-memory-undeclared",
+                node.name,
+                f"GPU node {node.name!r} declares no gpu_memory_gib; in shared mode VRAM is the "
+                "only limit, so its fit cannot be checked",
+                "declare the VRAM one replica needs, e.g. gpu_memory_gib=6",
+            )
+
+    def _replicas_and_joins(self, node: NodeSpec) -> None:
+        replicas = effective_replicas(node)
+        parents = node.parents
+        if node.kind == ONE_TASK_PROCESSOR and node.nb_tasks > 1 and node.partition_by is None:
+            self.add(
+                "singleton-replicas-ignored",
+                node.name,
+                f"one-task node {node.name!r} has nb_tasks={node.nb_tasks} but no partition_by, "
+                "so it runs one worker",
+                "add partition_by (e.g. 'trace_id') to scale it, or set nb_tasks=1",
+            )
+        if node.partition_by is not None and node.is_processor and node.nb_tasks == 1:
+            self.add(
+                "partition-without-replicas",
+                node.name,
+                f"node {node.name!r} partitions by {node.partition_by!r} at nb_tasks=1; "
+                "one replica owns every key",
+                "raise nb_tasks to spread the keys, or remove partition_by",
+            )
+        policy = node.join_policy
+        if policy is not None and len(parents) < 2:
+            self.add(
+                "join-policy-ignored",
+                node.name,
+                f"node {node.name!r} has a join policy but {len(parents)} parent(s); "
+                "only a node with two or more parents joins",
+                "remove join_policy, or give the node its other parents",
+            )
+        if len(parents) < 2:
+            return
+        if node.is_processor and replicas > 1 and node.partition_by is None:
+            self.add(
+                "replicated-join-unpartitioned",
+                node.name,
+                f"join {node.name!r} has {replicas} replicas and parents {list(parents)} but no "
+                "partition_by: the halves of one event could reach different replicas",
+                "add partition_by='trace_id' (or a key every parent carries), or set nb_tasks=1",
+            )
+        if policy is None:
+            return
+        if policy.mode == "time" and replicas > 1:
+            self.add(
+                "replicated-time-join",
+                node.name,
+                f"time join {node.name!r} has {replicas} replicas; it groups independent "
+                "sources by timestamp, so no key sends a group's members to one replica",
+                "set nb_tasks=1 for the time join (scale the nodes around it instead)",
+            )
+        for message, hint in join_policy_parent_problems(policy, parents):
+            self.add("invalid-join-policy", node.name, f"join {node.name!r}: {message}", hint)
+
+    # -- partition keys ------------------------------------------------------
+    def _partition_keys(self) -> None:
+        fields = sorted(
+            {
+                n.partition_by
+                for n in self.spec.nodes
+                if isinstance(n.partition_by, str)
+                and n.partition_by != TRACE_ID
+                and n.name not in self.bad_params
+            }
+        )
+        if not fields:
+            return
+        producers = [n.name for n in self.spec.nodes if n.kind == PRODUCER]
+        for key in fields:
+            setters = frozenset(
+                n.name
+                for n in self.spec.nodes
+                if isinstance(n.sets_keys, tuple) and key in n.sets_keys
+            )
+            unset = _reach(self.graph, producers, blocked=setters)
+            for node in self.spec.nodes:
+                if node.partition_by != key or node.name in self.bad_params:
+                    continue
+                open_parents = [p for p in node.parents if p in unset]
+                if not open_parents:
+                    continue
+                where = (
+                    f"no node sets it (declare it with sets_keys=[{key!r}] upstream)"
+                    if not setters
+                    else f"it is set by {sorted(setters)}, but not on the path through "
+                    f"{open_parents}"
+                )
+                self.add(
+                    "partition-key-never-set",
+                    node.name,
+                    f"node {node.name!r} partitions by metadata field {key!r}, yet some messages "
+                    f"reach it without that field: {where}",
+                    f"set {key!r} with ctx.set_partition_key on every path from a producer "
+                    "(and list it in that node's sets_keys), or use partition_by='trace_id'",
+                )
+
+
+def _reach(graph: nx.DiGraph, sources: Iterable[str], blocked: frozenset[str]) -> set[str]:
+    """Nodes reachable from ``sources`` along paths that avoid ``blocked`` nodes."""
+    seen: set[str] = set()
+    queue = deque(s for s in sources if s not in blocked and s in graph)
+    seen.update(queue)
+    succ = graph.succ
+    while queue:
+        for child in succ[queue.popleft()]:
+            if child not in seen and child not in blocked:
+                seen.add(child)
+                queue.append(child)
+    return seen

@@ -255,7 +255,10 @@ class _Validator:
         return graph
 
     def _cycles(self, graph: nx.DiGraph) -> None:
+        counts = Counter(self.spec.names)
         for component in nx.strongly_connected_components(graph):
+            if any(counts[name] > 1 for name in component):
+                continue  # edges by an ambiguous name prove nothing; duplicate-name says so
             if len(component) == 1:
                 (only,) = component
                 if not graph.has_edge(only, only):

@@ -10,6 +10,7 @@ file runs surfaces as the :class:`~vfcore.InvalidFlowError` it is.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
@@ -52,7 +53,8 @@ def _import_file(path: Path) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is for --json alone
+            spec.loader.exec_module(module)
     except InvalidFlowError:
         sys.modules.pop(module_name, None)
         raise
@@ -128,7 +130,7 @@ def load_flow(target: str) -> Flow | FlowSpec:
         if not isinstance(value, Flow):
             raise InvalidInputError(
                 "flow-variable-invalid",
-                f"`flow` in {path} is a {type(value).__name__}, not a vfcore.Flow",
+                f"`flow` in {path} is of type {type(value).__name__}, not a vfcore.Flow",
                 "set flow = Flow([consumer, ...], flow_type=BATCH)",
             )
         return value
@@ -138,11 +140,12 @@ def load_flow(target: str) -> Flow | FlowSpec:
         raise InvalidInputError(
             "flow-factory-missing",
             f"{path} has no function {factory!r}"
-            + ("" if func is None else f" ({factory} is a {type(func).__name__})"),
+            + ("" if func is None else f" ({factory} is of type {type(func).__name__})"),
             f"define `def {factory}() -> Flow` in {path}, or drop ':{factory}' to use `flow`",
         )
     try:
-        value = func()
+        with contextlib.redirect_stdout(sys.stderr):
+            value = func()
     except InvalidFlowError:
         raise
     except Exception as exc:
@@ -154,7 +157,7 @@ def load_flow(target: str) -> Flow | FlowSpec:
     if not isinstance(value, Flow):
         raise InvalidInputError(
             "flow-factory-invalid",
-            f"{path}:{factory}() returned a {type(value).__name__}, not a vfcore.Flow",
+            f"{path}:{factory}() returned an object of type {type(value).__name__}, not a vfcore.Flow",
             f"make {factory}() return Flow([consumer, ...])",
         )
     return value

@@ -12,6 +12,7 @@ checked by :func:`vfcore.validate`, which reports every problem at once.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -247,12 +248,31 @@ class FlowSpec:
     @classmethod
     def from_json(cls, text: str) -> FlowSpec:
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
         except json.JSONDecodeError as exc:
             raise _shape_error(
                 None, f"the flow spec is not JSON: {exc.msg} at line {exc.lineno}"
             ) from None
+        except _NonFiniteNumber as exc:
+            raise _shape_error(
+                None, f"the flow spec holds the non-finite number {exc.args[0]}, which JSON lacks"
+            ) from None
         return cls.from_dict(data)
+
+
+class _NonFiniteNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NonFiniteNumber(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteNumber(text)
+    return value
 
 
 def _shape_error(node: str | None, message: str) -> InvalidFlowError:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flows import flow_module_source  # noqa: E402
+from flows import flow_module_source
 
 TARGET_S = 0.6
 HEAVY = ("ortools", "kubernetes", "torch", "numpy", "pandas")
@@ -58,12 +58,17 @@ def main() -> int:
             check=False,
         )
         heavy = probe.stderr.strip().splitlines()[-1]
-    print(f"vf explain (100 nodes, --json), whole process: median {explain_s * 1000:.0f} ms "
-          f"over {repeats} runs")
-    print(f"baseline python -c pass: median {bare_s * 1000:.0f} ms "
-          f"(ratio {explain_s / bare_s:.1f}x)")
-    print(f"baseline python -c 'import networkx': median {nx_s * 1000:.0f} ms "
-          f"(ratio {explain_s / nx_s:.2f}x)")
+    print(
+        f"vf explain (100 nodes, --json), whole process: median {explain_s * 1000:.0f} ms "
+        f"over {repeats} runs"
+    )
+    print(
+        f"baseline python -c pass: median {bare_s * 1000:.0f} ms (ratio {explain_s / bare_s:.1f}x)"
+    )
+    print(
+        f"baseline python -c 'import networkx': median {nx_s * 1000:.0f} ms "
+        f"(ratio {explain_s / nx_s:.2f}x)"
+    )
     print(f"heavy libraries imported by explain: {heavy}")
     verdict = "meets" if explain_s <= TARGET_S else "MISSES"
     print(f"target <= {TARGET_S * 1000:.0f} ms: {verdict}")

@@ -14,9 +14,8 @@ from pathlib import Path
 import networkx as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from flows import layered_spec  # noqa: E402
-
-from vfcore import validate  # noqa: E402
+from flows import layered_spec
+from vfcore import validate
 
 TARGET_S = 0.3
 
@@ -46,9 +45,11 @@ def main() -> int:
     assert not errors, errors[:3]
     validate_s = statistics.median(timed(lambda: validate(spec), repeats))
     base_s = statistics.median(timed(lambda: baseline(spec), repeats))
-    print(f"validate({n} nodes, {sum(len(x.parents) for x in spec.nodes)} edges): "
-          f"median {validate_s * 1000:.1f} ms over {repeats} runs "
-          f"({len(issues)} warnings found)")
+    print(
+        f"validate({n} nodes, {sum(len(x.parents) for x in spec.nodes)} edges): "
+        f"median {validate_s * 1000:.1f} ms over {repeats} runs "
+        f"({len(issues)} warnings found)"
+    )
     print(f"baseline nx DiGraph + topological sort: median {base_s * 1000:.1f} ms")
     print(f"ratio validate / baseline: {validate_s / base_s:.2f}x")
     verdict = "meets" if validate_s <= TARGET_S else "MISSES"

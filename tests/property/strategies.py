@@ -64,7 +64,9 @@ def _gpu_params(draw: st.DrawFn) -> dict[str, object]:
 
 @st.composite
 def _join_policy(draw: st.DrawFn, parents: tuple[str, ...], replicas: int) -> JoinPolicy | None:
-    choice = draw(st.sampled_from(["none", "trace", "time"] if replicas == 1 else ["none", "trace"]))
+    choice = draw(
+        st.sampled_from(["none", "trace", "time"] if replicas == 1 else ["none", "trace"])
+    )
     if choice == "none":
         return None
     if choice == "trace":
@@ -76,9 +78,7 @@ def _join_policy(draw: st.DrawFn, parents: tuple[str, ...], replicas: int) -> Jo
             missing=draw(st.sampled_from(["drop", "error"])),
             max_pending=draw(st.integers(1, 1000)),
         )
-    collected = draw(
-        st.lists(st.sampled_from(parents), unique=True, max_size=len(parents) - 1)
-    )
+    collected = draw(st.lists(st.sampled_from(parents), unique=True, max_size=len(parents) - 1))
     synchronised = [p for p in parents if p not in collected]
     timeout = draw(st.sampled_from([None, 200, 1000]))
     quorum = None
@@ -216,7 +216,11 @@ def mutations(draw: st.DrawFn, spec: FlowSpec) -> Mutation:
     """One rule-breaking change to a valid spec, and the rule and node it breaks."""
     processors = sorted(n.name for n in spec.nodes if n.is_processor)
     builders = ["invalid-parameter", "duplicate-name", "consumer-has-children", "autoscaling"]
-    builders += ["partition-key-never-set", "gpu-parameter-on-cpu-node", "gpu-memory-with-multi-gpu"]
+    builders += [
+        "partition-key-never-set",
+        "gpu-parameter-on-cpu-node",
+        "gpu-memory-with-multi-gpu",
+    ]
     builders += ["mig-cannot-span", "join-needed", "join-needed", "join-needed"]
     growable = [p for p in processors if _can_gain_parent(spec.node(p))]
     if growable:
@@ -332,7 +336,9 @@ def _join_mutation(draw: st.DrawFn, spec: FlowSpec) -> Mutation:
     order = list(nx.topological_sort(graph))
     position = {name: i for i, name in enumerate(order)}
     rule = draw(
-        st.sampled_from(["replicated-join-unpartitioned", "replicated-time-join", "invalid-join-policy"])
+        st.sampled_from(
+            ["replicated-join-unpartitioned", "replicated-time-join", "invalid-join-policy"]
+        )
     )
     options = []
     for node in spec.nodes:
@@ -341,17 +347,26 @@ def _join_mutation(draw: st.DrawFn, spec: FlowSpec) -> Mutation:
         extra = sorted(
             n.name
             for n in spec.nodes
-            if not n.is_consumer and position[n.name] < position[node.name] and n.name not in node.parents
+            if not n.is_consumer
+            and position[n.name] < position[node.name]
+            and n.name not in node.parents
         )
         if len(node.parents) >= 2 or extra:
             options.append((node.name, extra))
     if not options:  # no plain processor to turn into a join: break a GPU rule instead
         name = min(spec.names)
-        change = {"device_type": "gpu", "gpu_count": 2, "gpu_memory_gib": 8, "gpu_resource_name": None}
+        change = {
+            "device_type": "gpu",
+            "gpu_count": 2,
+            "gpu_memory_gib": 8,
+            "gpu_resource_name": None,
+        }
         return Mutation(_replace_node(spec, name, **change), "gpu-memory-with-multi-gpu", name)
     name, extra = draw(st.sampled_from(options))
     node = spec.node(name)
-    parents = node.parents if len(node.parents) >= 2 else (*node.parents, draw(st.sampled_from(extra)))
+    parents = (
+        node.parents if len(node.parents) >= 2 else (*node.parents, draw(st.sampled_from(extra)))
+    )
     if rule == "replicated-join-unpartitioned":
         change = {"parents": parents, "nb_tasks": 2, "partition_by": None, "join_policy": None}
     elif rule == "replicated-time-join":

@@ -6,7 +6,6 @@ import copy
 from dataclasses import replace
 
 import networkx as nx
-
 from hypothesis import given, settings
 
 from tests.property.strategies import valid_specs
@@ -84,7 +83,9 @@ def _connected_to_consumers(spec: FlowSpec) -> FlowSpec:
     graph = nx.Graph()
     graph.add_nodes_from(spec.names)
     graph.add_edges_from((p, n.name) for n in spec.nodes for p in n.parents)
-    keep = set().union(*(nx.node_connected_component(graph, n.name) for n in spec.nodes if n.is_consumer))
+    keep = set().union(
+        *(nx.node_connected_component(graph, n.name) for n in spec.nodes if n.is_consumer)
+    )
     return replace(spec, nodes=tuple(n for n in spec.nodes if n.name in keep))
 
 

@@ -31,7 +31,12 @@ def shape(spec, name):
     [
         (NodeSpec("p", "processor", ("src",), nb_tasks=3), "batch", 3, "job"),
         (NodeSpec("p", "processor", ("src",), nb_tasks=3), "realtime", 3, "deployment"),
-        (NodeSpec("p", "processor", ("src",), nb_tasks=3, partition_by="camera"), "realtime", 3, "statefulset"),
+        (
+            NodeSpec("p", "processor", ("src",), nb_tasks=3, partition_by="camera"),
+            "realtime",
+            3,
+            "statefulset",
+        ),
         (NodeSpec("p", "one-task-processor", ("src",), nb_tasks=3), "realtime", 1, "deployment"),
         (
             NodeSpec("p", "one-task-processor", ("src",), nb_tasks=3, partition_by="trace_id"),
@@ -40,7 +45,13 @@ def shape(spec, name):
             "statefulset",
         ),
     ],
-    ids=["batch-job", "realtime-deployment", "partitioned-statefulset", "one-task-single", "one-task-partitioned"],
+    ids=[
+        "batch-job",
+        "realtime-deployment",
+        "partitioned-statefulset",
+        "one-task-single",
+        "one-task-partitioned",
+    ],
 )
 def test_replicas_and_workload(node, flow_type, replicas, workload):
     s = shape(flow(node, flow_type=flow_type), "p")
@@ -98,13 +109,19 @@ def test_mix_demand_splits_slices_from_whole_cards():
         NodeSpec("big", "processor", ("det",), gpu_count=2, **GPU),
     )
     d = gpu_demand(spec, gpu_mode="mix")
-    assert [(p.pod, p.slice) for p in d.pods] == [("det/0", "mig"), ("det/1", "mig"), ("big/0", "whole")]
+    assert [(p.pod, p.slice) for p in d.pods] == [
+        ("det/0", "mig"),
+        ("det/1", "mig"),
+        ("big/0", "whole"),
+    ]
     assert dict(d.total) == {"nvidia.com/gpu": 2}
     assert d.largest_pod is not None and d.largest_pod.pod == "big/0"
 
 
 def test_equal_pods_pick_the_first_name_as_largest():
-    spec = flow(NodeSpec("b", "processor", ("src",), **GPU), NodeSpec("a", "processor", ("b",), **GPU))
+    spec = flow(
+        NodeSpec("b", "processor", ("src",), **GPU), NodeSpec("a", "processor", ("b",), **GPU)
+    )
     d = gpu_demand(spec)
     assert d.largest_pod is not None and d.largest_pod.pod == "a/0"
 
@@ -142,7 +159,9 @@ def test_producers_consumers_and_batch_jobs_stay_fixed():
     spec = flow(NodeSpec("p", "processor", ("src",)))
     assert reasons(spec, "src") == ["not-a-processor"]
     assert reasons(spec, "sink") == ["not-a-processor"]
-    assert reasons(flow(NodeSpec("p", "processor", ("src",)), flow_type="batch"), "p") == ["batch-job"]
+    assert reasons(flow(NodeSpec("p", "processor", ("src",)), flow_type="batch"), "p") == [
+        "batch-job"
+    ]
 
 
 def test_single_replica_join_stays_fixed():

@@ -43,9 +43,7 @@ class Sink(ConsumerNode):
 
 
 def rules_of(issues, severity=None):
-    return sorted(
-        (i.rule, i.node) for i in issues if severity is None or i.severity == severity
-    )
+    return sorted((i.rule, i.node) for i in issues if severity is None or i.severity == severity)
 
 
 def chain(*mid, flow_type=BATCH, src=None):
@@ -116,7 +114,9 @@ def test_producers_and_consumers_take_no_nb_tasks():
         Src(name="s", nb_tasks=2)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Sink(name="s", nb_tasks=2)  # type: ignore[call-arg]
-    issues = validate(spec_of(NodeSpec("s", "producer", nb_tasks=2), NodeSpec("c", "consumer", ("s",))))
+    issues = validate(
+        spec_of(NodeSpec("s", "producer", nb_tasks=2), NodeSpec("c", "consumer", ("s",)))
+    )
     assert rules_of(issues, "error") == [("invalid-parameter", "s")]
 
 
@@ -238,7 +238,10 @@ def test_unreachable_consumer_from_json():
             ],
         }
     )
-    assert rules_of(validate(spec), "error") == [("cycle", "loop"), ("unreachable-consumer", "lost")]
+    assert rules_of(validate(spec), "error") == [
+        ("cycle", "loop"),
+        ("unreachable-consumer", "lost"),
+    ]
 
 
 def test_unknown_parent_from_json():
@@ -279,7 +282,9 @@ def test_partition_key_set_upstream_is_fine():
 
 
 def test_partition_key_set_by_a_middle_node_is_fine():
-    flow = chain(Proc(name="tag", sets_keys=["lane"]), Proc(name="p", nb_tasks=2, partition_by="lane"))
+    flow = chain(
+        Proc(name="tag", sets_keys=["lane"]), Proc(name="p", nb_tasks=2, partition_by="lane")
+    )
     assert rules_of(validate(flow), "error") == []
 
 
@@ -304,7 +309,10 @@ def test_a_node_setting_its_own_partition_key_does_not_count():
         ({"gpu_count": 2}, [("gpu-parameter-on-cpu-node", "p")]),
         ({"gpu_memory_gib": 4}, [("gpu-parameter-on-cpu-node", "p")]),
         ({"gpu_resource_name": "nvidia.com/gpu"}, [("gpu-parameter-on-cpu-node", "p")]),
-        ({"device_type": "gpu", "gpu_count": 2, "gpu_memory_gib": 4}, [("gpu-memory-with-multi-gpu", "p")]),
+        (
+            {"device_type": "gpu", "gpu_count": 2, "gpu_memory_gib": 4},
+            [("gpu-memory-with-multi-gpu", "p")],
+        ),
         ({"device_type": "gpu", "gpu_count": 1, "gpu_memory_gib": 4}, []),
         (
             {"device_type": "gpu", "gpu_count": 2, "gpu_resource_name": "nvidia.com/mig-1g.10gb"},
@@ -371,7 +379,12 @@ def test_replicated_time_join():
             "exceeds the 1",
         ),
     ],
-    ids=["collect-non-parent", "every-parent-collected", "quorum-above-parents", "quorum-above-synchronised"],
+    ids=[
+        "collect-non-parent",
+        "every-parent-collected",
+        "quorum-above-parents",
+        "quorum-above-synchronised",
+    ],
 )
 def test_join_policy_inconsistent_with_parents(policy, fragment):
     issues = [i for i in validate(_time_join(policy)) if i.is_error]
@@ -483,9 +496,10 @@ def test_errors_come_before_warnings():
 def test_every_rule_has_a_test_here():
     import pathlib
 
-    text = pathlib.Path(__file__).read_text() + pathlib.Path(__file__).with_name(
-        "test_rules_docs.py"
-    ).read_text()
+    text = (
+        pathlib.Path(__file__).read_text()
+        + pathlib.Path(__file__).with_name("test_rules_docs.py").read_text()
+    )
     missing = [r for r in RULES if f'"{r}"' not in text]
     assert missing == []
 
@@ -498,7 +512,10 @@ def test_every_rule_has_a_test_here():
         ({"nodes": [], "flow_type": "stream"}, "flow_type 'stream'"),
         ({"nodes": [{"kind": "producer"}]}, "needs a string 'name'"),
         ({"nodes": [{"name": "a", "kind": "source"}]}, "kind 'source'"),
-        ({"nodes": [{"name": "a", "kind": "producer", "colour": 1}]}, "unknown field(s) ['colour']"),
+        (
+            {"nodes": [{"name": "a", "kind": "producer", "colour": 1}]},
+            "unknown field(s) ['colour']",
+        ),
         ({"nodes": [{"name": "a", "kind": "processor", "parents": "src"}]}, "list of node names"),
         ({"nodes": [], "extra": 1}, "unknown field(s) ['extra']"),
     ],

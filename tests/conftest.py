@@ -1,0 +1,18 @@
+"""Test configuration: hypothesis profiles.
+
+CI (``CI=true``) runs the laws derandomized, so a submission's result does not
+depend on luck; locally each run explores new examples. No deadlines: the
+machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))

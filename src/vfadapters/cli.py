@@ -97,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`vf explain ... | head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_RUNTIME
     except Exception as exc:  # a bug or an environment failure: short, with a way to see more
         if os.environ.get("VF_DEBUG"):
             traceback.print_exc()
@@ -209,7 +214,12 @@ def _print_explanation(doc: dict[str, Any], out: TextIO) -> None:
     rows = [["NAME", "KIND", "REPLICAS", "WORKLOAD", "DEVICE", "PARTITION", "PARENTS", "JOIN"]]
     for node in doc["nodes"]:
         policy = node["join_policy"]
-        join = JoinPolicy.from_dict(policy).describe() if policy else "-"
+        if policy:
+            join = JoinPolicy.from_dict(policy).describe()
+        elif len(node["parents"]) >= 2:
+            join = JoinPolicy.default_for(flow["flow_type"]).describe() + " (default)"
+        else:
+            join = "-"
         rows.append(
             [
                 node["name"],
@@ -231,8 +241,12 @@ def _print_explanation(doc: dict[str, Any], out: TextIO) -> None:
     else:
         for resource, units in demand["total"].items():
             out.write(f"  {resource}: {units} in total\n")
-        if demand["total_gpu_memory_gib"]:
-            out.write(f"  declared VRAM: {demand['total_gpu_memory_gib']:g} GiB in total\n")
+        if demand["declared_gpu_memory_gib"]:
+            total = demand["total_gpu_memory_gib"]
+            suffix = "" if total is not None else " (some pods declare none: total unknown)"
+            out.write(
+                f"  declared VRAM: {demand['declared_gpu_memory_gib']:g} GiB in total{suffix}\n"
+            )
         mig = [p["pod"] for p in demand["pods"] if p["slice"] == "mig"]
         if mig:
             out.write(f"  MIG slices (profile chosen at plan time): {len(mig)} pod(s)\n")

@@ -131,9 +131,16 @@ class Demand:
     mode: str
     pods: tuple[PodClaim, ...]
     total: tuple[tuple[str, int], ...]
-    total_gpu_memory_gib: float
+    declared_gpu_memory_gib: float
     largest_pod: PodClaim | None
     undeclared_memory: tuple[str, ...]
+
+    @property
+    def total_gpu_memory_gib(self) -> float | None:
+        """VRAM of every GPU pod; ``None`` (unknown, not zero) if any pod declares none."""
+        if any(p.gpu_memory_gib is None for p in self.pods):
+            return None
+        return self.declared_gpu_memory_gib
 
     def total_of(self, resource: str) -> int:
         return dict(self.total).get(resource, 0)
@@ -144,6 +151,7 @@ class Demand:
             "mode": self.mode,
             "total": dict(self.total),
             "total_gpu_memory_gib": self.total_gpu_memory_gib,
+            "declared_gpu_memory_gib": self.declared_gpu_memory_gib,
             "largest_pod": {} if largest is None else dict(largest.claims),
             "largest_pod_name": None if largest is None else largest.pod,
             "largest_pod_gpu_memory_gib": None if largest is None else largest.gpu_memory_gib,
@@ -210,12 +218,13 @@ def gpu_demand(
         key=lambda p: (-p.units, -(p.gpu_memory_gib or 0.0), p.pod),
         default=None,
     )
-    undeclared = tuple(p.pod for p in pods if p.gpu_memory_gib is None and mode != "exclusive")
+    # VRAM is the only limit in shared mode: there an undeclared demand is a blind spot.
+    undeclared = tuple(p.pod for p in pods if p.gpu_memory_gib is None and mode == "shared")
     return Demand(
         mode=mode,
         pods=tuple(pods),
         total=tuple(sorted(totals.items())),
-        total_gpu_memory_gib=float(memory),
+        declared_gpu_memory_gib=float(memory),
         largest_pod=largest,
         undeclared_memory=undeclared,
     )
@@ -322,7 +331,7 @@ def autoscaling_rejections(
                     Reason(
                         "gpu-node",
                         "GPU nodes are not autoscaled unless --gpu-autoscaling: each extra "
-                        "replica claims whole devices",
+                        "replica claims more GPU capacity",
                     )
                 )
         out[node.name] = tuple(reasons)

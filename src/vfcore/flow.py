@@ -223,9 +223,15 @@ class ProducerNode(Node):
         gpu_resource_name: str | None = None,
         gpu_memory_gib: float | None = None,
         finite: bool | None = None,
+        nb_tasks: int = 1,
+        partition_by: str | None = None,
     ) -> None:
+        # nb_tasks and partition_by are accepted only to be refused with a clear
+        # invalid-parameter issue: a producer is single.
         super().__init__(
             name,
+            nb_tasks=nb_tasks,
+            partition_by=partition_by,
             sets_keys=sets_keys,
             device_type=device_type,
             gpu_count=gpu_count,
@@ -267,9 +273,15 @@ class ConsumerNode(Node):
         gpu_resource_name: str | None = None,
         gpu_memory_gib: float | None = None,
         join_policy: JoinPolicy | None = None,
+        nb_tasks: int = 1,
+        partition_by: str | None = None,
     ) -> None:
+        # nb_tasks and partition_by are accepted only to be refused with a clear
+        # invalid-parameter issue: a consumer is single.
         super().__init__(
             name,
+            nb_tasks=nb_tasks,
+            partition_by=partition_by,
             device_type=device_type,
             gpu_count=gpu_count,
             gpu_resource_name=gpu_resource_name,

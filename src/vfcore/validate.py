@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
-from vfcore.joins import join_policy_parent_problems
+from vfcore.joins import JoinPolicy, join_policy_parent_problems
 from vfcore.params import parameter_issues
 from vfcore.spec import (
     BATCH,
     CONSUMER,
     ONE_TASK_PROCESSOR,
     PRODUCER,
+    REALTIME,
     TRACE_ID,
     FlowSpec,
     NodeSpec,
@@ -35,6 +36,7 @@ __all__ = [
     "GPU_MODES",
     "RULES",
     "check_gpu_mode",
+    "effective_join_policy",
     "effective_replicas",
     "gpu_resource_of",
     "require_valid",
@@ -69,6 +71,7 @@ RULES: dict[str, Severity] = {
     "partition-without-replicas": WARNING,
     "join-policy-ignored": WARNING,
     "gpu-memory-undeclared": WARNING,
+    "join-waits-forever": WARNING,
 }
 
 
@@ -111,6 +114,13 @@ def effective_replicas(node: NodeSpec) -> int:
     if node.kind == ONE_TASK_PROCESSOR and node.partition_by is None:
         return 1
     return n
+
+
+def effective_join_policy(node: NodeSpec, flow_type: str) -> JoinPolicy | None:
+    """The policy a join runs with: its own, else its flow type's default; None if no join."""
+    if len(node.parents) < 2:
+        return None
+    return node.join_policy or JoinPolicy.default_for(flow_type)
 
 
 def gpu_resource_of(node: NodeSpec, default: str | None = None) -> str:
@@ -216,7 +226,10 @@ class _Validator:
         for node in self.spec.nodes:
             if not isinstance(node.parents, tuple):
                 continue
-            repeated = sorted(p for p, c in Counter(node.parents).items() if c > 1)
+            # a parent name shared by two nodes is duplicate-name's finding, not a repeat
+            repeated = sorted(
+                p for p, c in Counter(node.parents).items() if c > 1 and counts[p] <= 1
+            )
             if repeated:
                 self.add(
                     "invalid-wiring",
@@ -399,6 +412,19 @@ class _Validator:
             )
         if policy is None:
             return
+        if (
+            self.spec.flow_type == REALTIME
+            and policy.timeout_ms is None
+            and policy.missing != "wait"
+        ):
+            self.add(
+                "join-waits-forever",
+                node.name,
+                f"REALTIME join {node.name!r} has a policy without timeout_ms, so an incomplete "
+                f"group waits forever (missing={policy.missing!r} never applies; without a "
+                "policy a REALTIME join drops after 10 s)",
+                "set timeout_ms (e.g. 10000), or missing='wait' to wait on purpose",
+            )
         if policy.mode == "time" and replicas > 1:
             self.add(
                 "replicated-time-join",

@@ -461,3 +461,29 @@ def test_non_finite_gpu_memory_in_a_spec_is_invalid_input(tmp_path: Path) -> Non
     assert "internal-error" not in result.stderr
     assert any(i["rule"] == "invalid-spec" for i in one_json_document(result)["issues"])
     assert "non-finite number NaN" in result.stderr
+
+
+def test_a_reader_that_goes_away_stops_vf_quietly(tmp_path: Path) -> None:
+    """`vf explain big.py --json | head -1`: no traceback, no internal-error."""
+    lines = ["from vfcore import ConsumerNode, Flow, ProcessorNode, ProducerNode"]
+    lines += [
+        "class S(ProducerNode):\n    def next(self): ...",
+        "class P(ProcessorNode):\n    def process(self, x): ...",
+        "class C(ConsumerNode):\n    def consume(self, x): ...",
+        "node = S(name='src')",
+    ]
+    lines += [f"node = P(name='step-{i}')(node)" for i in range(400)]
+    lines.append("flow = Flow([C(name='sink')(node)])")
+    flow = write_flow(tmp_path, "big.py", "\n".join(lines) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vfadapters.cli", "explain", str(flow), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().strip() == b"{"
+    proc.stdout.close()  # the reader goes away long before the ~200 KB document is written
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=30)
+    assert "Traceback" not in stderr
+    assert "internal-error" not in stderr

@@ -97,7 +97,8 @@ def test_shared_demand_has_no_units_only_vram():
     )
     d = gpu_demand(spec, gpu_mode="shared")
     assert dict(d.total) == {}
-    assert d.total_gpu_memory_gib == 20
+    assert d.declared_gpu_memory_gib == 20
+    assert d.total_gpu_memory_gib is None  # pose declares none: unknown, never zero
     assert all(p.slice == "shared" and p.claims == () for p in d.pods)
     assert d.undeclared_memory == ("pose/0",)
     assert d.largest_pod is not None and d.largest_pod.pod == "det/0"
@@ -116,6 +117,7 @@ def test_mix_demand_splits_slices_from_whole_cards():
     ]
     assert dict(d.total) == {"nvidia.com/gpu": 2}
     assert d.largest_pod is not None and d.largest_pod.pod == "big/0"
+    assert d.undeclared_memory == ()  # whole cards need no memory declaration
 
 
 def test_equal_pods_pick_the_first_name_as_largest():

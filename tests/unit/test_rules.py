@@ -109,11 +109,17 @@ def test_every_bad_parameter_is_reported_at_once():
     assert "3 error(s)" in str(info.value)
 
 
-def test_producers_and_consumers_take_no_nb_tasks():
-    with pytest.raises(TypeError):
-        Src(name="s", nb_tasks=2)  # type: ignore[call-arg]
-    with pytest.raises(TypeError):
-        Sink(name="s", nb_tasks=2)  # type: ignore[call-arg]
+@pytest.mark.parametrize("cls", [Src, Sink])
+@pytest.mark.parametrize("kwargs", [{"nb_tasks": 2}, {"partition_by": "trace_id"}])
+def test_producers_and_consumers_take_no_nb_tasks_or_partition(cls, kwargs):
+    with pytest.raises(InvalidFlowError) as info:
+        cls(name="s", **kwargs)
+    (issue,) = info.value.issues
+    assert (issue.rule, issue.node) == ("invalid-parameter", "s")
+    assert "single" in issue.message
+
+
+def test_spec_producer_with_nb_tasks_is_invalid():
     issues = validate(
         spec_of(NodeSpec("s", "producer", nb_tasks=2), NodeSpec("c", "consumer", ("s",)))
     )
@@ -458,6 +464,22 @@ def test_partition_without_replicas():
 def test_join_policy_ignored_on_single_parent():
     flow = chain(Proc(name="p", join_policy=JoinPolicy(timeout_ms=5)))
     assert rules_of(validate(flow)) == [("join-policy-ignored", "p")]
+
+
+def test_realtime_join_without_timeout_waits_forever():
+    policy = JoinPolicy(mode="trace")  # missing='drop' but no timeout: never drops
+    assert rules_of(validate(_time_join(policy))) == [("join-waits-forever", "j")]
+    waiting = JoinPolicy(mode="trace", missing="wait")
+    assert validate(_time_join(waiting)) == ()
+    assert validate(_time_join(JoinPolicy(timeout_ms=500))) == ()
+
+
+def test_effective_join_policy_falls_back_to_the_flow_default():
+    from vfcore.validate import effective_join_policy
+
+    spec = _time_join(None).spec()
+    assert effective_join_policy(spec.node("j"), "realtime") == JoinPolicy.default_for("realtime")
+    assert effective_join_policy(spec.node("a"), "realtime") is None
 
 
 def test_autoscaling_batch_flow():

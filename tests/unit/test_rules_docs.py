@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 import re
 
@@ -32,7 +33,7 @@ def _examples():
     blocks = re.findall(r"```(\w+)\n(.*?)```", text, re.S)
     preamble = blocks[0][1]
     pairs = []
-    for (lang, code), (next_lang, expected) in zip(blocks[1:], blocks[2:], strict=False):
+    for (lang, code), (next_lang, expected) in itertools.pairwise(blocks[1:]):
         if lang == "python" and next_lang == "text":
             pairs.append((preamble + "\n" + code, expected))
     return pairs

@@ -30,6 +30,16 @@ from vfcore.flow import (
 )
 from vfcore.joins import JoinPolicy
 from vfcore.names import PhysicalName, physical_name, physical_names
+from vfcore.partition import (
+    InvalidKeyError,
+    encode_key,
+    expected_moved_fraction,
+    key_hash,
+    moved_fraction,
+    owner_of,
+    partition_key,
+    partition_of,
+)
 from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
     DEFAULT_GPU_RESOURCE,
@@ -58,6 +68,7 @@ __all__ = [
     "FlowSpec",
     "InvalidFlowError",
     "InvalidInputError",
+    "InvalidKeyError",
     "Issue",
     "JoinPolicy",
     "Node",
@@ -73,9 +84,16 @@ __all__ = [
     "__version__",
     "autoscaling_rejections",
     "effective_replicas",
+    "encode_key",
+    "expected_moved_fraction",
     "explain",
     "gpu_demand",
+    "key_hash",
+    "moved_fraction",
     "node_shapes",
+    "owner_of",
+    "partition_key",
+    "partition_of",
     "physical_name",
     "physical_names",
     "pod_name",

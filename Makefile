@@ -17,7 +17,7 @@ $(VENV)/.setup-run: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.setup-dev: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[dev]'
+	$(PIP) install -e '.[dev,solver]'
 	touch $@ $(VENV)/.setup-run
 
 setup: $(VENV)/.setup-run

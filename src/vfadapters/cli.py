@@ -54,6 +54,52 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--json", action="store_true", help="print one JSON document")
     explain.set_defaults(handler=_cmd_explain)
+
+    plan = sub.add_parser(
+        "plan",
+        help="will the flow fit on a cluster, and where will each pod land?",
+        description="Exact placement of every pod (CP-SAT), a three-valued verdict, reasons "
+        "and fixes for what does not fit, and what kube-scheduler would do.",
+    )
+    plan.add_argument("flow", metavar="FLOW", help="flow.py, flow.py:factory or spec.json")
+    plan.add_argument(
+        "--cluster",
+        required=True,
+        metavar="PATH",
+        help="a directory with nodes.json and pods.json (kubectl get ... -o json), "
+        "or one file holding a List of both",
+    )
+    _add_gpu_options(plan)
+    plan.add_argument(
+        "--gpu-runtime-class", metavar="NAME", default=None, help="RuntimeClass for GPU pods"
+    )
+    plan.add_argument(
+        "--gpu-node-selector",
+        metavar="KEY=VALUE",
+        default=None,
+        help="label GPU pods select (default: nvidia.com/gpu.present=true)",
+    )
+    plan.add_argument(
+        "--resources",
+        action="append",
+        default=[],
+        metavar="NODE=cpu:2,memory:8Gi",
+        help="per-node cpu/memory requests (repeatable)",
+    )
+    plan.add_argument(
+        "--strict-preflight",
+        action="store_true",
+        help="exit 3 unless the flow fits and kube-scheduler (with the remedy) lands it",
+    )
+    plan.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="wall-clock limit for the solver (default: deterministic limits)",
+    )
+    plan.add_argument("--json", action="store_true", help="print one JSON document")
+    plan.set_defaults(handler=_cmd_plan)
     return parser
 
 
@@ -170,6 +216,155 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     else:
         _print_explanation(result.to_dict(), sys.stdout)
     return EXIT_OK if result.valid else EXIT_INVALID
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from vfadapters.clusterload import load_cluster
+    from vfcore import InvalidInputError
+    from vfcore.claims import parse_resources_option
+    from vfcore.packing import SolverConfig
+    from vfcore.plan import plan
+
+    spec = _load_spec(args.flow)
+    cluster = load_cluster(args.cluster)
+    resources: dict[str, dict[str, str]] = {}
+    for text in args.resources:
+        for node, entries in parse_resources_option(text).items():
+            resources.setdefault(node, {}).update(entries)
+    selector = None
+    if args.gpu_node_selector is not None:
+        key, sep, value = args.gpu_node_selector.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(
+                "invalid-node-selector",
+                f"--gpu-node-selector {args.gpu_node_selector!r} is not KEY=VALUE",
+                "write it like --gpu-node-selector videoflow.io/gpu-pool=true",
+            )
+        selector = (key, value)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise InvalidInputError(
+            "invalid-time-limit",
+            f"--time-limit {args.time_limit} must be > 0 seconds",
+            "give the solver a positive limit, e.g. --time-limit 30",
+        )
+    solver = (
+        SolverConfig.wall_clock(args.time_limit)
+        if args.time_limit is not None
+        else SolverConfig.deterministic()
+    )
+    sys.stderr.write(
+        f"planning {len(spec.nodes)} node(s) on {len(cluster.nodes)} cluster node(s)…\n"
+    )
+    result = plan(
+        spec,
+        cluster,
+        gpu_mode=args.gpu_mode,
+        gpu_resource_name=args.gpu_resource_name,
+        gpu_runtime_class=args.gpu_runtime_class,
+        gpu_node_selector=selector,
+        resources=resources,
+        solver=solver,
+    )
+    doc = result.to_dict()
+    doc["flow"] = {"name": spec.name, "flow_type": spec.flow_type}
+    if args.json:
+        _emit_json(doc)
+    else:
+        _print_plan(doc, cluster, sys.stdout)
+    if args.strict_preflight:
+        sched = doc.get("scheduler") or {}
+        lands = sched.get("verdict_with_remedy", sched.get("verdict")) == "lands"
+        errors = any(p["severity"] == "error" for p in doc["problems"])
+        if doc["verdict"] != "fits" or not lands or errors:
+            sys.stderr.write(
+                f"error: strict-preflight\n  verdict {doc['verdict']}, scheduler "
+                f"{sched.get('verdict_with_remedy', sched.get('verdict', 'not modelled'))}"
+                f"{', with problems' if errors else ''}\n"
+                "  hint: fix what the plan reports, or drop --strict-preflight\n"
+            )
+            return EXIT_STRICT
+    return EXIT_OK
+
+
+def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
+    from vfcore.quantity import format_quantity
+
+    flow = doc["flow"]
+    verdict = {"fits": "FITS", "does-not-fit": "DOES NOT FIT", "unknown": "UNKNOWN"}[doc["verdict"]]
+    out.write(
+        f"plan for flow {flow['name']} ({flow['flow_type']}) on {len(cluster.nodes)} node(s), "
+        f"{doc['gpu_mode']} mode: {verdict}\n"
+    )
+    solver = doc["solver"]
+    used = len(set(doc["assignments"].values()))
+    out.write(
+        f"  solver: {solver['method']} {solver['status']} in {solver['wall_s']:.3f} s "
+        f"({'deterministic' if solver['deterministic'] else 'wall-clock limited'}); "
+        f"{len(doc['assignments'])} pod(s) on {used} node(s)\n"
+    )
+    for proof in doc["proofs"]:
+        out.write(f"  proof: {proof}\n")
+    for note in solver["notes"]:
+        out.write(f"  note: {note}\n")
+
+    by_node: dict[str, list[str]] = {}
+    for pod, node in sorted(doc["assignments"].items()):
+        by_node.setdefault(node, []).append(pod)
+    rows = [["NODE", "RESOURCE", "ALLOCATABLE", "FREE BEFORE", "PLANNED", "FREE AFTER"]]
+    for u in doc["usage"]:
+        if not u["planned"] and u["resource"] in ("cpu", "memory") and u["node"] not in by_node:
+            continue
+
+        def q(v: int | None, r: str = u["resource"]) -> str:
+            return "unknown" if v is None else format_quantity(r, v)
+
+        rows.append(
+            [
+                u["node"],
+                u["resource"],
+                q(u["allocatable"]),
+                q(u["free_before"]),
+                q(u["planned"]),
+                q(u["free_after"]),
+            ]
+        )
+    if len(rows) > 1:
+        out.write("\nnodes\n")
+        _table(rows, out)
+    if by_node:
+        out.write("\npods by node\n")
+        cards = doc["cards"]
+        for node, pods in sorted(by_node.items()):
+            shown = [f"{p}@card{cards[p]}" if p in cards else p for p in pods]
+            out.write(f"  {node}: {', '.join(shown)}\n")
+    if doc["unplaced"]:
+        out.write("\nunplaced\n")
+        for item in doc["unplaced"]:
+            out.write(f"  {item['summary']} [{item['kind']}]\n")
+            if item["fix"]:
+                out.write(f"    fix: {item['fix']}\n")
+    if doc["fix"]:
+        out.write(f"\nsmallest change that makes it fit: {doc['fix']}\n")
+    if doc["unknown"]:
+        out.write("\nunknown\n")
+        for item in doc["unknown"]:
+            out.write(f"  {item['what']}: {item['reason']}\n")
+    if doc["problems"]:
+        out.write("\nproblems\n")
+        for p in doc["problems"]:
+            out.write(
+                f"  {p['severity']}: {p['code']}\n    {p['message']}\n    hint: {p['hint']}\n"
+            )
+    sched = doc.get("scheduler")
+    if sched:
+        out.write(f"\nkube-scheduler model: {sched['verdict']}")
+        if sched.get("stranded"):
+            out.write(f" (stranded: {', '.join(sched['stranded'])})")
+        out.write("\n")
+        remedy = sched.get("remedy")
+        if remedy:
+            out.write(f"  remedy: {remedy.get('description', remedy)}\n")
+            out.write(f"  with the remedy: {sched.get('verdict_with_remedy')}\n")
 
 
 # -- text rendering ------------------------------------------------------------

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from vfcore.errors import ERROR, InvalidFlowError, Issue
@@ -78,6 +78,7 @@ class Node:
         gpu_memory_gib: float | None = None,
         join_policy: JoinPolicy | None = None,
         finite: bool = False,
+        requests: Mapping[str, str | int | float] | None = None,
     ) -> None:
         if name is None:
             name = type(self).__name__
@@ -98,6 +99,7 @@ class Node:
             gpu_memory_gib=gpu_memory_gib,
             join_policy=join_policy,
             finite=finite,
+            requests=_requests_tuple(requests),
             impl=f"{type(self).__module__}:{type(self).__qualname__}",
         )
         problems = parameter_issues(self._spec)
@@ -197,6 +199,14 @@ class Node:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+def _requests_tuple(requests: object) -> tuple[tuple[str, str | int | float], ...]:
+    if requests is None:
+        return ()
+    if isinstance(requests, Mapping):
+        return tuple(sorted((k, v) for k, v in requests.items()))
+    return requests  # type: ignore[return-value]  # reported by parameter_issues
+
+
 def _with_parents(spec: NodeSpec, parents: tuple[str, ...]) -> NodeSpec:
     from dataclasses import replace
 
@@ -223,6 +233,7 @@ class ProducerNode(Node):
         gpu_resource_name: str | None = None,
         gpu_memory_gib: float | None = None,
         finite: bool | None = None,
+        requests: Mapping[str, str | int | float] | None = None,
         nb_tasks: int = 1,
         partition_by: str | None = None,
     ) -> None:
@@ -238,6 +249,7 @@ class ProducerNode(Node):
             gpu_resource_name=gpu_resource_name,
             gpu_memory_gib=gpu_memory_gib,
             finite=type(self).finite if finite is None else finite,
+            requests=requests,
         )
 
     def next(self, *args: Any, **kwargs: Any) -> Any:
@@ -273,6 +285,7 @@ class ConsumerNode(Node):
         gpu_resource_name: str | None = None,
         gpu_memory_gib: float | None = None,
         join_policy: JoinPolicy | None = None,
+        requests: Mapping[str, str | int | float] | None = None,
         nb_tasks: int = 1,
         partition_by: str | None = None,
     ) -> None:
@@ -287,6 +300,7 @@ class ConsumerNode(Node):
             gpu_resource_name=gpu_resource_name,
             gpu_memory_gib=gpu_memory_gib,
             join_policy=join_policy,
+            requests=requests,
         )
 
     def consume(self, *args: Any, **kwargs: Any) -> Any:

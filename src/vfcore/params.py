@@ -7,6 +7,7 @@ a :class:`~vfcore.spec.FlowSpec` loaded from JSON is validated (which reports).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from vfcore.errors import ERROR, Issue
 from vfcore.joins import JoinPolicy
@@ -129,6 +130,39 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
             f"finite=True applies only to producers (this is a {node.kind})",
             "remove finite; it says that a producer's stream ends",
         )
+    _check_requests(node, bad)
     if not isinstance(node.parents, tuple) or not all(isinstance(p, str) for p in node.parents):
         bad(f"parents={node.parents!r} must be node names", "wire nodes by calling them")
     return out
+
+
+def _check_requests(node: NodeSpec, bad: Callable[[str, str], None]) -> None:
+    from vfcore.errors import InvalidInputError
+    from vfcore.quantity import canonical_units
+
+    requests = node.requests
+    if not isinstance(requests, tuple) or not all(
+        isinstance(item, tuple) and len(item) == 2 for item in requests
+    ):
+        bad(
+            f"requests={requests!r} must map resources to quantities",
+            "pass requests={'cpu': '2', 'memory': '8Gi'}",
+        )
+        return
+    for resource, quantity in requests:
+        if not isinstance(resource, str) or not (
+            resource in ("cpu", "memory", "ephemeral-storage") or resource.count("/") == 1
+        ):
+            bad(
+                f"requests names {resource!r}, which is not cpu, memory, ephemeral-storage or an "
+                "extended resource like example.com/fpga",
+                "request cpu and memory here; GPUs come from device_type and gpu_count",
+            )
+            continue
+        try:
+            units = canonical_units(resource, quantity, what=f"requests[{resource!r}]")
+        except InvalidInputError as exc:
+            bad(exc.message, exc.hint)
+            continue
+        if units < 0:
+            bad(f"requests[{resource!r}]={quantity!r} is negative", "requests are >= 0")

@@ -61,6 +61,7 @@ _NODE_FIELDS = (
     "gpu_memory_gib",
     "join_policy",
     "finite",
+    "requests",
     "impl",
 )
 
@@ -85,6 +86,7 @@ class NodeSpec:
     gpu_memory_gib: float | None = None
     join_policy: JoinPolicy | None = None
     finite: bool = False
+    requests: tuple[tuple[str, str | int | float], ...] = ()
     impl: str | None = None
 
     @property
@@ -125,6 +127,7 @@ class NodeSpec:
             "gpu_memory_gib": self.gpu_memory_gib,
             "join_policy": None if self.join_policy is None else self.join_policy.to_dict(),
             "finite": self.finite,
+            "requests": dict(self.requests),
             "impl": self.impl,
         }
 
@@ -158,6 +161,11 @@ class NodeSpec:
                 raise InvalidFlowError(
                     Issue(i.rule, i.severity, name, i.message, i.hint) for i in exc.issues
                 ) from None
+        requests = data.get("requests", {})
+        if not isinstance(requests, Mapping):
+            raise _shape_error(
+                name, f"node {name!r}: 'requests' must map resources to quantities, e.g. cpu: '2'"
+            )
         defaults = cls(name=name, kind=kind)
         return cls(
             name=name,
@@ -172,6 +180,7 @@ class NodeSpec:
             gpu_memory_gib=data.get("gpu_memory_gib"),
             join_policy=join_policy,
             finite=data.get("finite", False),
+            requests=tuple(sorted(requests.items())),
             impl=data.get("impl"),
         )
 

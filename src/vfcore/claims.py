@@ -1,0 +1,185 @@
+"""Pod claims: every pod a flow will create, with everything it asks of a node.
+
+Each replica of each node becomes a pod ``<node>/<replica>`` with its cpu and
+memory requests (the node's ``requests=`` or a per-node override such as the
+CLI's ``--resources detector=cpu:2,memory:8Gi``), its GPU claim under the GPU
+mode, and — for GPU pods — the GPU-pool node selector and the ``nvidia.com/gpu``
+toleration. Requests are integers in vfcore's canonical units (cpu millicores,
+memory bytes; see :mod:`vfcore.quantity`).
+
+Worked example: ``Detect(nb_tasks=2, device_type="gpu", gpu_count=2,
+requests={"cpu": "2", "memory": "8Gi"})`` gives pods ``detect/0`` and
+``detect/1``, each requesting ``cpu=2000, memory=8589934592, nvidia.com/gpu=2``,
+selecting ``nvidia.com/gpu.present=true`` and tolerating ``nvidia.com/gpu``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
+from vfcore.demand import SliceKind, pod_name
+from vfcore.errors import InvalidInputError
+from vfcore.params import parameter_issues
+from vfcore.quantity import canonical_units
+from vfcore.validate import check_gpu_mode, effective_replicas, gpu_resource_of, to_spec
+
+if TYPE_CHECKING:
+    from vfcore.flow import Flow
+    from vfcore.spec import FlowSpec
+
+__all__ = ["GPU_TOLERATION", "PodRequest", "parse_resources_option", "pod_requests"]
+
+GPU_TOLERATION = Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+GIB_IN_MIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """One pod as the scheduler sees it.
+
+    ``requests`` holds canonical units of every resource the pod asks for (zero
+    entries omitted; the pod itself counts against the node's ``pods`` limit
+    separately). ``gpu_memory_mib`` is the VRAM a shared-mode or mix-mode pod
+    declares (``None`` when it declares none). ``slice`` is how it takes a GPU:
+    ``whole``, ``shared``, ``mig`` or ``none``.
+    """
+
+    pod: str
+    node: str
+    replica: int
+    requests: tuple[tuple[str, int], ...]
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    gpu_memory_mib: int | None = None
+    slice: SliceKind = "none"
+
+    def request(self, resource: str) -> int:
+        for name, units in self.requests:
+            if name == resource:
+                return units
+        return 0
+
+    @property
+    def shape(self) -> tuple[object, ...]:
+        """Everything placement depends on: pods with equal shapes are interchangeable."""
+        return (
+            self.requests,
+            self.node_selector,
+            self.tolerations,
+            self.gpu_memory_mib,
+            self.slice,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "requests": dict(self.requests),
+            "node_selector": dict(self.node_selector),
+            "tolerations": [t.to_dict() for t in self.tolerations],
+            "gpu_memory_mib": self.gpu_memory_mib,
+            "slice": self.slice,
+        }
+
+
+def parse_resources_option(text: str) -> dict[str, dict[str, str]]:
+    """``'detector=cpu:2,memory:8Gi;tracker=cpu:500m'`` → per-node requests.
+
+    Several ``NODE=...`` groups may also be given as separate options and merged
+    by the caller. Quantities are checked when the pods are built.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for group in filter(None, (g.strip() for g in text.split(";"))):
+        name, sep, body = group.partition("=")
+        if not sep or not name.strip() or not body.strip():
+            raise InvalidInputError(
+                "invalid-resources-option",
+                f"--resources {group!r} is not NODE=resource:quantity[,resource:quantity]",
+                "write it like --resources detector=cpu:2,memory:8Gi",
+            )
+        entries = out.setdefault(name.strip(), {})
+        for item in body.split(","):
+            resource, colon, quantity = item.partition(":")
+            if not colon or not resource.strip() or not quantity.strip():
+                raise InvalidInputError(
+                    "invalid-resources-option",
+                    f"--resources {name}: {item!r} is not resource:quantity",
+                    "write it like cpu:2 or memory:8Gi",
+                )
+            entries[resource.strip()] = quantity.strip()
+    return out
+
+
+def pod_requests(
+    flow_or_spec: Flow | FlowSpec,
+    *,
+    gpu_mode: str | None = "exclusive",
+    gpu_resource_name: str | None = None,
+    gpu_node_selector: tuple[str, str] | None = None,
+    resources: Mapping[str, Mapping[str, str | int | float]] | None = None,
+) -> tuple[PodRequest, ...]:
+    """Every pod the flow creates, in spec order, replicas in order.
+
+    ``resources`` overrides (or adds) per-node requests: ``{"detector": {"cpu": "2"}}``;
+    naming a node the flow lacks is an error (``unknown-node``).
+    """
+    spec = to_spec(flow_or_spec)
+    mode = check_gpu_mode(gpu_mode)
+    overrides = dict(resources or {})
+    unknown = sorted(set(overrides) - set(spec.names))
+    if unknown:
+        raise InvalidInputError(
+            "unknown-node",
+            f"--resources names {unknown}, which the flow does not have "
+            f"(nodes: {sorted(spec.names)})",
+            "name nodes as the flow declares them",
+        )
+    selector = gpu_node_selector or GPU_PRESENT_LABEL
+    pods: list[PodRequest] = []
+    for node in spec.nodes:
+        if parameter_issues(node):
+            continue  # validate() reports it; an invalid node has no pods
+        declared: dict[str, str | int | float] = dict(node.requests)
+        declared.update(overrides.get(node.name, {}))
+        units: dict[str, int] = {}
+        for resource, quantity in sorted(declared.items()):
+            value = canonical_units(resource, quantity, what=f"{node.name} requests {resource}")
+            if value > 0:
+                units[resource] = value
+        kind: SliceKind = "none"
+        memory_mib = (
+            None if node.gpu_memory_gib is None else round(node.gpu_memory_gib * GIB_IN_MIB)
+        )
+        node_selector: tuple[tuple[str, str], ...] = ()
+        tolerations: tuple[Toleration, ...] = ()
+        if node.is_gpu:
+            node_selector = (selector,)
+            tolerations = (GPU_TOLERATION,)
+            if mode == "shared":
+                kind = "shared"
+            elif mode == "mix" and node.gpu_memory_gib is not None and node.gpu_count == 1:
+                kind = "mig"
+            else:
+                kind = "whole"
+                resource = gpu_resource_of(node, gpu_resource_name)
+                units[resource] = units.get(resource, 0) + node.gpu_count
+        else:
+            memory_mib = None
+        requests = tuple(sorted(units.items()))
+        for replica in range(effective_replicas(node)):
+            pods.append(
+                PodRequest(
+                    pod=pod_name(node.name, replica),
+                    node=node.name,
+                    replica=replica,
+                    requests=requests,
+                    node_selector=node_selector,
+                    tolerations=tolerations,
+                    gpu_memory_mib=memory_mib,
+                    slice=kind,
+                )
+            )
+    return tuple(pods)

@@ -1,0 +1,322 @@
+"""ClusterSnapshot: the nodes of a cluster, what is free on them, and what is unknown.
+
+A snapshot is built from what a user can dump with kubectl
+(:meth:`ClusterSnapshot.from_kubernetes`: ``kubectl get nodes -o json`` and
+``kubectl get pods -A -o json``). Every resource is an integer in vfcore's
+canonical unit (see :mod:`vfcore.quantity`): cpu in millicores, memory in
+bytes, pods and extended resources in whole units.
+
+Unknown is its own value. A node list or pod list that is missing, empty,
+unparsable or a Kubernetes ``Status`` (a refused request) makes the matching
+facts *unknown* with the reason — never an empty cluster, never an idle pool.
+A node whose occupancy is unknown has ``requested = None``; planning then
+brackets it (full for "fits", empty for "does not fit").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from vfcore.quantity import PODS
+
+__all__ = [
+    "GPU_PRESENT_LABEL",
+    "ClusterSnapshot",
+    "GpuInfo",
+    "NodeState",
+    "RuntimeClassInfo",
+    "Taint",
+    "Toleration",
+    "Unknown",
+]
+
+GPU_PRESENT_LABEL = ("nvidia.com/gpu.present", "true")
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+    def describe(self) -> str:
+        return f"{{{self.key}: {self.value}}}"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Toleration:
+    """A pod's toleration; ``effect=None`` tolerates every effect, ``key=None`` every key."""
+
+    key: str | None = None
+    operator: str = "Equal"
+    value: str = ""
+    effect: str | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key is None:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "key": self.key,
+            "operator": self.operator,
+            "value": self.value,
+            "effect": self.effect,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """Something vfcore could not know, and why (e.g. ``what='pods'``, reason='Forbidden …')."""
+
+    what: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """GPU facts from GPU Feature Discovery labels (``nvidia.com/gpu.*``, ``nvidia.com/mig.*``).
+
+    ``memory_mib`` is per card (``nvidia.com/gpu.memory``, MiB). ``sharing`` is
+    ``none``, ``time-slicing`` or ``mps`` with ``replicas`` units per card.
+    ``mig_strategy`` is ``none``, ``single`` or ``mixed``; ``mig_profiles``
+    maps each mixed-strategy profile (``1g.10gb``) to the number of MIG devices
+    of that profile (from ``nvidia.com/mig-<profile>.count``).
+    A fact that no label gives is ``None``.
+    """
+
+    product: str | None = None
+    memory_mib: int | None = None
+    count: int | None = None
+    sharing: str = "none"
+    replicas: int = 1
+    mig_capable: bool | None = None
+    mig_strategy: str | None = None
+    mig_profiles: tuple[tuple[str, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "product": self.product,
+            "memory_mib": self.memory_mib,
+            "count": self.count,
+            "sharing": self.sharing,
+            "replicas": self.replicas,
+            "mig_capable": self.mig_capable,
+            "mig_strategy": self.mig_strategy,
+            "mig_profiles": dict(self.mig_profiles),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """One node: its condition, labels, taints, allocatable and (if known) requested resources.
+
+    ``requested`` sums the requests of the pods bound to the node (containers
+    summed, init containers maxed, plus overhead; Succeeded and Failed pods
+    ignored) and includes ``pods`` (their count). ``None`` means occupancy is
+    unknown, with ``unknown_reason``.
+    """
+
+    name: str
+    allocatable: tuple[tuple[str, int], ...]
+    requested: tuple[tuple[str, int], ...] | None = ()
+    ready: bool = True
+    unschedulable: bool = False
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    gpu: GpuInfo | None = None
+    unknown_reason: str | None = None
+    _alloc: dict[str, int] = field(
+        init=False, repr=False, compare=False, hash=False, default_factory=dict
+    )
+    _req: dict[str, int] = field(
+        init=False, repr=False, compare=False, hash=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocatable", tuple(sorted(self.allocatable)))
+        object.__setattr__(self, "labels", tuple(sorted(self.labels)))
+        object.__setattr__(self, "taints", tuple(sorted(self.taints)))
+        object.__setattr__(self, "_alloc", dict(self.allocatable))
+        if self.requested is not None:
+            object.__setattr__(self, "requested", tuple(sorted(self.requested)))
+            object.__setattr__(self, "_req", dict(self.requested))
+
+    @property
+    def occupancy_known(self) -> bool:
+        return self.requested is not None
+
+    def allocatable_of(self, resource: str) -> int:
+        return self._alloc.get(resource, 0)
+
+    def requested_of(self, resource: str) -> int | None:
+        """Units of ``resource`` requested by bound pods; ``None`` when occupancy is unknown."""
+        if self.requested is None:
+            return None
+        return self._req.get(resource, 0)
+
+    def free_of(self, resource: str) -> int | None:
+        """Allocatable minus requested (``None`` when occupancy is unknown)."""
+        used = self.requested_of(resource)
+        return None if used is None else self.allocatable_of(resource) - used
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+    def as_empty(self) -> NodeState:
+        """This node with nothing bound (the optimistic end of an unknown occupancy)."""
+        return replace(self, requested=(), unknown_reason=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ready": self.ready,
+            "unschedulable": self.unschedulable,
+            "labels": dict(self.labels),
+            "taints": [t.to_dict() for t in self.taints],
+            "allocatable": dict(self.allocatable),
+            "requested": None if self.requested is None else dict(self.requested),
+            "gpu": None if self.gpu is None else self.gpu.to_dict(),
+            "unknown_reason": self.unknown_reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeClassInfo:
+    name: str
+    handler: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "handler": self.handler}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """What is known about a cluster's nodes, and what is not.
+
+    ``nodes_unknown`` (a reason) means the node list itself could not be read:
+    ``nodes`` is then empty and nothing can be concluded about capacity.
+    ``unknowns`` lists every unknown fact with its reason, malformed objects
+    included (with their name and field).
+    """
+
+    nodes: tuple[NodeState, ...]
+    unknowns: tuple[Unknown, ...] = ()
+    nodes_unknown: str | None = None
+    runtime_classes: tuple[RuntimeClassInfo, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.name)))
+
+    @property
+    def is_fully_known(self) -> bool:
+        return self.nodes_unknown is None and all(n.occupancy_known for n in self.nodes)
+
+    def node(self, name: str) -> NodeState:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def resources(self) -> tuple[str, ...]:
+        """Every resource some node advertises, sorted."""
+        return tuple(sorted({r for n in self.nodes for r, _ in n.allocatable}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": [n.to_dict() for n in self.nodes],
+            "unknowns": [u.to_dict() for u in self.unknowns],
+            "nodes_unknown": self.nodes_unknown,
+            "runtime_classes": None
+            if self.runtime_classes is None
+            else [r.to_dict() for r in self.runtime_classes],
+        }
+
+    @classmethod
+    def of(
+        cls,
+        nodes: Iterable[NodeState],
+        *,
+        runtime_classes: Iterable[RuntimeClassInfo] | None = None,
+    ) -> ClusterSnapshot:
+        """A fully built snapshot (for notebooks and tests); unknown nodes become unknowns."""
+        built = tuple(nodes)
+        unknowns = tuple(
+            Unknown(f"node/{n.name}", n.unknown_reason or "occupancy unknown")
+            for n in built
+            if not n.occupancy_known
+        )
+        return cls(
+            nodes=built,
+            unknowns=unknowns,
+            runtime_classes=None if runtime_classes is None else tuple(runtime_classes),
+        )
+
+    @classmethod
+    def from_kubernetes(
+        cls,
+        nodes_json: object,
+        pods_json: object,
+        runtime_classes_json: object = None,
+    ) -> ClusterSnapshot:
+        """A snapshot from ``kubectl get nodes -o json`` and ``kubectl get pods -A -o json``.
+
+        Each argument is the parsed JSON document, its text, or ``None`` when
+        the file is missing. See :mod:`vfcore.kubeparse` for the rules.
+        """
+        from vfcore.kubeparse import snapshot_from_kubernetes
+
+        return snapshot_from_kubernetes(nodes_json, pods_json, runtime_classes_json)
+
+
+def node(
+    name: str,
+    *,
+    allocatable: Mapping[str, int],
+    requested: Mapping[str, int] | None = None,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[Taint] = (),
+    ready: bool = True,
+    unschedulable: bool = False,
+    gpu: GpuInfo | None = None,
+    unknown_reason: str | None = None,
+) -> NodeState:
+    """A convenient NodeState builder: ``node('a', allocatable={'nvidia.com/gpu': 4, 'pods': 110})``.
+
+    ``requested=None`` with an ``unknown_reason`` makes occupancy unknown;
+    omitted, nothing is bound. ``pods`` defaults to 110 if not given.
+    """
+    alloc = dict(allocatable)
+    alloc.setdefault(PODS, 110)
+    if requested is None and unknown_reason is None:
+        req: tuple[tuple[str, int], ...] | None = ()
+    elif requested is None:
+        req = None
+    else:
+        req = tuple(requested.items())
+    return NodeState(
+        name=name,
+        allocatable=tuple(alloc.items()),
+        requested=req,
+        ready=ready,
+        unschedulable=unschedulable,
+        labels=tuple((labels or {}).items()),
+        taints=tuple(taints),
+        gpu=gpu,
+        unknown_reason=unknown_reason,
+    )

@@ -1,0 +1,566 @@
+"""plan(): will a flow fit on a cluster, where will each pod land, and what if not?
+
+The verdict is three-valued (DESIGN.md). With ``K`` the nodes whose occupancy
+is known and ``U`` those whose occupancy is unknown:
+
+- **fits** if the pods fit on ``K`` alone — i.e. even if every unknown node is full;
+- **does-not-fit** if they cannot fit even with every node of ``U`` empty
+  (proven: by a sum, or by CP-SAT's infeasibility proof);
+- **unknown** otherwise, naming what was unknown. A solver that runs out of
+  time also yields unknown: never an unproven "does not fit".
+
+Worked example: pods claiming 2, 2 and 2 GPUs on two nodes with 3 free each
+*do not fit* (each node holds one 2-GPU pod: 2 < 3 pods), and the plan says
+``0/2 nodes fit p/2: 2 Insufficient nvidia.com/gpu`` and that freeing 1
+nvidia.com/gpu on one host, or adding a node shaped like either, would fix it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from vfcore.claims import PodRequest, pod_requests
+from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
+from vfcore.fit import summarise
+from vfcore.packing import (
+    PackingResult,
+    SolverConfig,
+    SolverReport,
+    _static_reasons,
+    check_placement,
+    pack,
+)
+from vfcore.quantity import PODS, format_quantity
+from vfcore.validate import check_gpu_mode, require_valid, to_spec
+
+if TYPE_CHECKING:
+    from vfcore.flow import Flow
+    from vfcore.spec import FlowSpec
+
+__all__ = ["NodeUsage", "Plan", "Problem", "Unplaced", "plan", "plan_pods"]
+
+Verdict = Literal["fits", "does-not-fit", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Something about the flow and cluster together that needs attention (with a fix)."""
+
+    code: str
+    severity: Literal["error", "warning"]
+    message: str
+    hint: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """A pod with no place: every node's reasons, in one scheduler-style line.
+
+    ``kind``: ``unresolvable`` (no node could ever hold it: it exceeds every
+    host, or no host is eligible), ``unschedulable`` (it would fit if others
+    moved or capacity were freed), ``unplanned`` (its kind of claim is not
+    planned here).
+    """
+
+    pod: str
+    kind: Literal["unresolvable", "unschedulable", "unplanned"]
+    summary: str
+    reasons: tuple[str, ...]
+    fix: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "kind": self.kind,
+            "summary": self.summary,
+            "reasons": list(self.reasons),
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """One node's resources: allocatable, free before the flow, planned for it, free after."""
+
+    node: str
+    resource: str
+    allocatable: int
+    free_before: int | None
+    planned: int
+    free_after: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "resource": self.resource,
+            "allocatable": self.allocatable,
+            "free_before": self.free_before,
+            "planned": self.planned,
+            "free_after": self.free_after,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The answer of :func:`plan`; ``to_dict()`` is the ``vf plan --json`` document."""
+
+    verdict: Verdict
+    gpu_mode: str
+    pods: tuple[PodRequest, ...]
+    assignments: tuple[tuple[str, str], ...]
+    unplaced: tuple[Unplaced, ...]
+    unknown: tuple[Unknown, ...]
+    problems: tuple[Problem, ...]
+    usage: tuple[NodeUsage, ...]
+    cards: tuple[tuple[str, int], ...]
+    solver: SolverReport
+    proofs: tuple[str, ...]
+    fix: str | None
+    scheduler: Any = None  # vfcore.scheduler's prediction (with its remedy), when computed
+
+    @property
+    def placement(self) -> dict[str, str]:
+        return dict(self.assignments)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "gpu_mode": self.gpu_mode,
+            "assignments": dict(self.assignments),
+            "unplaced": [u.to_dict() for u in self.unplaced],
+            "unknown": [u.to_dict() for u in self.unknown],
+            "problems": [p.to_dict() for p in self.problems],
+            "fix": self.fix,
+            "proofs": list(self.proofs),
+            "cards": dict(self.cards),
+            "usage": [u.to_dict() for u in self.usage],
+            "pods": [p.to_dict() for p in self.pods],
+            "scheduler": None if self.scheduler is None else self.scheduler.to_dict(),
+            "solver": self.solver.to_dict(),
+        }
+
+
+def plan(
+    flow_or_spec: Flow | FlowSpec,
+    cluster: ClusterSnapshot,
+    *,
+    gpu_mode: str | None = "exclusive",
+    gpu_resource_name: str | None = None,
+    gpu_runtime_class: str | None = None,
+    gpu_node_selector: tuple[str, str] | None = None,
+    resources: Mapping[str, Mapping[str, str | int | float]] | None = None,
+    solver: SolverConfig | None = None,
+    predict_scheduler: bool = True,
+) -> Plan:
+    """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict."""
+    spec = require_valid(
+        to_spec(flow_or_spec), gpu_mode=gpu_mode, gpu_resource_name=gpu_resource_name
+    )
+    mode = check_gpu_mode(gpu_mode)
+    cfg = solver or SolverConfig.deterministic()
+    all_pods = pod_requests(
+        spec,
+        gpu_mode=mode,
+        gpu_resource_name=gpu_resource_name,
+        gpu_node_selector=gpu_node_selector,
+        resources=resources,
+    )
+    return plan_pods(
+        all_pods,
+        cluster,
+        gpu_mode=mode,
+        gpu_runtime_class=gpu_runtime_class,
+        solver=cfg,
+        predict_scheduler=predict_scheduler,
+    )
+
+
+def plan_pods(
+    all_pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    *,
+    gpu_mode: str = "exclusive",
+    gpu_runtime_class: str | None = None,
+    solver: SolverConfig | None = None,
+    predict_scheduler: bool = True,
+) -> Plan:
+    """:func:`plan` for pods already built (from :func:`vfcore.claims.pod_requests` or by hand)."""
+    mode = check_gpu_mode(gpu_mode)
+    cfg = solver or SolverConfig.deterministic()
+    all_pods = tuple(all_pods)
+    problems = _problems(all_pods, cluster, mode, gpu_runtime_class)
+    unknown = list(cluster.unknowns)
+    planned = [p for p in all_pods if p.slice != "mig"]
+    deferred = [p for p in all_pods if p.slice == "mig"]
+    if deferred:
+        unknown.append(
+            Unknown(
+                "mig-slices",
+                f"{len(deferred)} pod(s) take a MIG slice in mix mode "
+                f"({', '.join(p.pod for p in deferred[:4])}{'…' if len(deferred) > 4 else ''}); "
+                "MIG layouts are not planned by this version",
+            )
+        )
+
+    if cluster.nodes_unknown is not None:
+        if cluster.nodes_unknown not in {u.reason for u in unknown}:
+            unknown.append(Unknown("nodes", cluster.nodes_unknown))
+        verdict: Verdict = "fits" if not all_pods else "unknown"
+        report = SolverReport("NOT_RUN", "none", notes=("the node list is unknown",))
+        unplaced = tuple(
+            Unplaced(p.pod, "unschedulable", f"?/? nodes fit {p.pod}: node list unknown", (), None)
+            for p in planned
+        )
+        return Plan(
+            verdict,
+            mode,
+            all_pods,
+            (),
+            unplaced,
+            tuple(unknown),
+            problems,
+            (),
+            (),
+            report,
+            (),
+            None,
+        )
+
+    known = [n for n in cluster.nodes if n.occupancy_known]
+    unknown_nodes = [n for n in cluster.nodes if not n.occupancy_known]
+    result = pack(planned, known, config=cfg)
+    considered: list[NodeState] = known
+    if result.feasible is True:
+        verdict = "unknown" if deferred else "fits"
+    elif not unknown_nodes:
+        verdict = "does-not-fit" if result.feasible is False else "unknown"
+    else:
+        optimistic_nodes = known + [n.as_empty() for n in unknown_nodes]
+        optimistic = pack(planned, optimistic_nodes, config=cfg)
+        if optimistic.feasible is False:
+            verdict, result, considered = "does-not-fit", optimistic, optimistic_nodes
+        else:
+            verdict = "unknown"
+            if optimistic.feasible is True:
+                result = _with_unknown_note(result, optimistic)
+    violations = check_placement(planned, considered, result.assignments, cards=dict(result.cards))
+    if violations:  # pragma: no cover - the checker guards the solver
+        raise AssertionError(f"the solver produced an invalid placement: {violations}")
+
+    unplaced = _explain_unplaced(planned, cluster, considered, result)
+    unplaced += tuple(
+        Unplaced(
+            p.pod,
+            "unplanned",
+            f"{p.pod} takes a MIG slice of >= {p.gpu_memory_mib} MiB: not planned here",
+            (),
+            "plan with --gpu-mode exclusive, or wait for MIG layout planning",
+        )
+        for p in deferred
+    )
+    fix = (
+        _smallest_fix(planned, cluster, considered, result, cfg)
+        if verdict == "does-not-fit"
+        else None
+    )
+    usage = _usage(planned, cluster, result.assignments)
+    out = Plan(
+        verdict=verdict,
+        gpu_mode=mode,
+        pods=all_pods,
+        assignments=result.assignments,
+        unplaced=unplaced,
+        unknown=tuple(unknown),
+        problems=problems,
+        usage=usage,
+        cards=result.cards,
+        solver=result.report,
+        proofs=result.proofs,
+        fix=fix,
+    )
+    if predict_scheduler:
+        out = _with_scheduler(out, planned, cluster)
+    return out
+
+
+def _with_unknown_note(result: PackingResult, optimistic: PackingResult) -> PackingResult:
+    note = (
+        "fits only if some node of unknown occupancy has room "
+        f"(it places {len(optimistic.assignments)} pods with those nodes empty)"
+    )
+    return replace(result, report=replace(result.report, notes=(*result.report.notes, note)))
+
+
+def _with_scheduler(out: Plan, pods: Sequence[PodRequest], cluster: ClusterSnapshot) -> Plan:
+    from vfcore.scheduler import predict_for_plan
+
+    return replace(out, scheduler=predict_for_plan(pods, cluster, out))
+
+
+# -- problems the seeds name -------------------------------------------------------------------
+
+
+def _problems(
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    mode: str,
+    runtime_class: str | None,
+) -> tuple[Problem, ...]:
+    out: list[Problem] = []
+    gpu_pods = [p for p in pods if p.slice != "none"]
+    if mode == "shared" and gpu_pods and runtime_class is None:
+        out.append(
+            Problem(
+                "shared-without-runtime-class",
+                "error",
+                f"shared mode gives {len(gpu_pods)} GPU pod(s) no GPU resource, so only a runtime "
+                "class can inject the devices, and none was requested",
+                "pass --gpu-runtime-class nvidia (the RuntimeClass of the NVIDIA runtime)",
+            )
+        )
+    known_classes = cluster.runtime_classes
+    if runtime_class is not None and known_classes is not None:
+        class_names = {r.name for r in known_classes}
+        if runtime_class not in class_names:
+            out.append(
+                Problem(
+                    "runtime-class-missing",
+                    "error",
+                    f"RuntimeClass {runtime_class!r} does not exist "
+                    f"(the cluster has {sorted(class_names)})",
+                    "create it, or pass the name of an existing one to --gpu-runtime-class",
+                )
+            )
+    if runtime_class is None and gpu_pods and known_classes:
+        nvidia = sorted(r.name for r in known_classes if "nvidia" in r.handler.lower())
+        if nvidia:
+            out.append(
+                Problem(
+                    "runtime-class-not-requested",
+                    "warning",
+                    f"the cluster has NVIDIA RuntimeClass(es) {nvidia}, but the GPU pods request "
+                    "none; where the NVIDIA runtime is opt-in they start without GPUs",
+                    f"pass --gpu-runtime-class {nvidia[0]}",
+                )
+            )
+    advertised = {r for n in cluster.nodes for r, v in n.allocatable if v > 0}
+    if cluster.nodes_unknown is None:
+        missing: dict[str, list[str]] = defaultdict(list)
+        for pod in pods:
+            for resource, _ in pod.requests:
+                if resource not in advertised:
+                    missing[resource].append(pod.pod)
+        for resource, names in sorted(missing.items()):
+            out.append(
+                Problem(
+                    "resource-not-advertised",
+                    "error",
+                    f"no node advertises {resource}, which {len(names)} pod(s) request "
+                    f"({', '.join(names[:4])}{'…' if len(names) > 4 else ''})",
+                    "install the device plugin that advertises it, or fix the resource name "
+                    "(--gpu-resource-name)",
+                )
+            )
+        for pod in pods:
+            if any(u > 1 for r, u in pod.requests if r.startswith("nvidia.com/")):
+                pools = sorted(
+                    {n.gpu.sharing for n in cluster.nodes if n.gpu and n.gpu.sharing != "none"}
+                )
+                if pools and pod.replica == 0:
+                    out.append(
+                        Problem(
+                            "shared-pool-multi-gpu",
+                            "warning",
+                            f"{pod.node} needs {max(u for _, u in pod.requests)} GPUs per pod, "
+                            f"which the {'/'.join(pools)} pools cannot serve (they advertise "
+                            "replicas of cards, not cards); only unshared nodes are eligible",
+                            "run it on unshared GPU nodes, or split the model to one GPU per pod",
+                        )
+                    )
+    return tuple(out)
+
+
+# -- explaining what did not fit ------------------------------------------------------------------
+
+
+def _placed_load(
+    pods: Sequence[PodRequest], assignments: Sequence[tuple[str, str]]
+) -> dict[str, dict[str, int]]:
+    by_name = {p.pod: p for p in pods}
+    load: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod_name_, node_name in assignments:
+        for r, u in by_name[pod_name_].requests:
+            load[node_name][r] += u
+        load[node_name][PODS] += 1
+    return load
+
+
+def _reasons_on(pod: PodRequest, node: NodeState, extra: Mapping[str, int]) -> tuple[str, ...]:
+    static = _static_reasons(pod, node)
+    if static:
+        return static
+    out = []
+    used_pods = (node.requested_of(PODS) or 0) + extra.get(PODS, 0)
+    if used_pods + 1 > node.allocatable_of(PODS):
+        out.append("Too many pods")
+    for r, u in pod.requests:
+        free = node.allocatable_of(r) - (node.requested_of(r) or 0) - extra.get(r, 0)
+        if u > free:
+            out.append(f"Insufficient {r}")
+    return tuple(out)
+
+
+def _could_ever_hold(pod: PodRequest, node: NodeState) -> bool:
+    if _static_reasons(pod, node):
+        return False
+    return all(node.allocatable_of(r) >= u for r, u in pod.requests)
+
+
+def _explain_unplaced(
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    considered: Sequence[NodeState],
+    result: PackingResult,
+) -> tuple[Unplaced, ...]:
+    by_name = {p.pod: p for p in pods}
+    load = _placed_load(pods, result.assignments)
+    out = []
+    for name in result.unplaced:
+        pod = by_name[name]
+        per_node = [_reasons_on(pod, n, load.get(n.name, {})) for n in considered]
+        ever = any(_could_ever_hold(pod, n) for n in cluster.nodes)
+        fix = None if ever else _unresolvable_fix(pod, cluster)
+        if ever:
+            fix = _free_on_one_host(pod, considered, load)
+        out.append(
+            Unplaced(
+                pod=name,
+                kind="unschedulable" if ever else "unresolvable",
+                summary=summarise(name, len(considered), per_node),
+                reasons=tuple(sorted({r for rs in per_node for r in rs})),
+                fix=fix,
+            )
+        )
+    return tuple(out)
+
+
+def _unresolvable_fix(pod: PodRequest, cluster: ClusterSnapshot) -> str:
+    biggest = {
+        r: max((n.allocatable_of(r) for n in cluster.nodes), default=0) for r, _ in pod.requests
+    }
+    short = [
+        f"{u} {r} (the largest host has {biggest[r]})" for r, u in pod.requests if u > biggest[r]
+    ]
+    if short:
+        return (
+            f"{pod.pod} needs {', '.join(short)} on one host: no node can ever hold it; "
+            "use fewer GPUs per replica or add a larger node"
+        )
+    return f"no node is eligible for {pod.pod}: fix its selector/tolerations or the nodes' labels"
+
+
+def _free_on_one_host(
+    pod: PodRequest, nodes: Sequence[NodeState], load: Mapping[str, Mapping[str, int]]
+) -> str | None:
+    best: tuple[tuple[int, int], str, list[str]] | None = None
+    for node in nodes:
+        if not _could_ever_hold(pod, node):
+            continue
+        extra = load.get(node.name, {})
+        needs: list[str] = []
+        total = 0
+        for r, u in pod.requests:
+            free = node.allocatable_of(r) - (node.requested_of(r) or 0) - extra.get(r, 0)
+            if u > free:
+                needs.append(f"{format_quantity(r, u - free)} {r}")
+                total += u - free
+        used_pods = (node.requested_of(PODS) or 0) + extra.get(PODS, 0)
+        if used_pods + 1 > node.allocatable_of(PODS):
+            needs.append("1 pod slot")
+        key = (len(needs), total)
+        if best is None or key < best[0]:
+            best = (key, node.name, needs)
+    if best is None or not best[2]:
+        return None
+    return f"free {', '.join(best[2])} on {best[1]}"
+
+
+def _smallest_fix(
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    considered: Sequence[NodeState],
+    result: PackingResult,
+    cfg: SolverConfig,
+) -> str | None:
+    """The first of: one more node shaped like an existing one, or k more of them."""
+    unplaced = [p for p in pods if p.pod in set(result.unplaced)]
+    if not unplaced:
+        return None
+    templates: dict[tuple[object, ...], NodeState] = {}
+    for node in sorted(cluster.nodes, key=lambda n: n.name):
+        if not any(_could_ever_hold(p, node) for p in unplaced):
+            continue
+        key = (node.allocatable, node.labels, node.taints, node.gpu)
+        templates.setdefault(key, node)
+    quick = replace(
+        cfg, optimize=False, max_deterministic_time=min(cfg.max_deterministic_time, 5.0)
+    )
+    candidates = sorted(
+        templates.values(), key=lambda n: (-sum(v for _, v in n.allocatable), n.name)
+    )[:4]
+    for extra in range(1, min(len(unplaced), 8) + 1):
+        for template in candidates:
+            clones = [
+                replace(template.as_empty(), name=f"{template.name}+new{k}") for k in range(extra)
+            ]
+            trial = pack(pods, [*considered, *clones], config=quick)
+            if trial.feasible is True:
+                count = "one more node" if extra == 1 else f"{extra} more nodes"
+                return f"add {count} shaped like {template.name} ({_describe(template)})"
+    return None
+
+
+def _describe(node: NodeState) -> str:
+    parts = [
+        f"{format_quantity(r, v)} {r}"
+        for r, v in node.allocatable
+        if r in ("cpu", "memory") or "/" in r
+    ]
+    return ", ".join(parts)
+
+
+def _usage(
+    pods: Sequence[PodRequest], cluster: ClusterSnapshot, assignments: Sequence[tuple[str, str]]
+) -> tuple[NodeUsage, ...]:
+    load = _placed_load(pods, assignments)
+    resources = sorted({r for p in pods for r, _ in p.requests} | {"cpu", "memory"})
+    out = []
+    for node in cluster.nodes:
+        for r in resources:
+            alloc = node.allocatable_of(r)
+            if not alloc and r not in load.get(node.name, {}):
+                continue
+            free = node.free_of(r)
+            planned = load.get(node.name, {}).get(r, 0)
+            out.append(
+                NodeUsage(
+                    node=node.name,
+                    resource=r,
+                    allocatable=alloc,
+                    free_before=free,
+                    planned=planned,
+                    free_after=None if free is None else free - planned,
+                )
+            )
+    return tuple(out)

@@ -1,0 +1,71 @@
+"""CP-SAT against brute force on small instances: same verdict, valid placements."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+
+from tests.property.cluster_strategies import node_lists, pod_lists, tight_gpu_instances
+from vfcore.fit import fits
+from vfcore.packing import SolverConfig, check_placement, pack
+
+CONFIG = SolverConfig.deterministic(max_deterministic_time=20.0)
+
+
+def brute_force(pods, nodes, *, allow_skip=False):
+    """The most pods that can be placed (exhaustive search with capacity pruning)."""
+    extra = [dict() for _ in nodes]
+    best = 0
+
+    def dfs(k, placed):
+        nonlocal best
+        if placed + (len(pods) - k) <= best:
+            return
+        if k == len(pods):
+            best = max(best, placed)
+            return
+        pod = pods[k]
+        for i, node in enumerate(nodes):
+            if fits(pod, node, extra[i]):
+                for r, u in pod.requests:
+                    extra[i][r] = extra[i].get(r, 0) + u
+                extra[i]["pods"] = extra[i].get("pods", 0) + 1
+                dfs(k + 1, placed + 1)
+                for r, u in pod.requests:
+                    extra[i][r] -= u
+                extra[i]["pods"] -= 1
+                if best == len(pods):
+                    return
+        if allow_skip:
+            dfs(k + 1, placed)
+
+    dfs(0, 0)
+    return best
+
+
+@settings(max_examples=250)
+@given(pod_lists(max_pods=7), node_lists(max_nodes=4))
+def test_cp_sat_verdict_equals_brute_force(pods, nodes):
+    result = pack(pods, nodes, config=CONFIG)
+    feasible = brute_force(pods, nodes) == len(pods)
+    assert result.feasible is feasible, (result.report, result.proofs)
+    assert check_placement(pods, nodes, result.assignments) == ()
+    if feasible:
+        assert result.unplaced == ()
+
+
+@settings(max_examples=120)
+@given(pod_lists(max_pods=6), node_lists(max_nodes=3))
+def test_partial_placement_of_an_infeasible_instance_is_maximal(pods, nodes):
+    result = pack(pods, nodes, config=CONFIG)
+    if result.feasible is False:
+        assert len(result.assignments) == brute_force(pods, nodes, allow_skip=True)
+        assert check_placement(pods, nodes, result.assignments) == ()
+
+
+@settings(max_examples=250)
+@given(tight_gpu_instances())
+def test_cp_sat_decides_tight_gpu_packings_like_brute_force(instance):
+    pods, nodes = instance
+    result = pack(pods, nodes, config=CONFIG)
+    assert result.feasible is (brute_force(pods, nodes) == len(pods))
+    assert check_placement(pods, nodes, result.assignments) == ()

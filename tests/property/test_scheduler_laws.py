@@ -1,0 +1,376 @@
+"""Laws of the scheduler model, against a brute-force oracle on small instances.
+
+The oracle enumerates every node-level tie-break (no equivalence classes, no
+memo) with :func:`vfcore.fit.fits` and :func:`vfcore.scheduler.node_score`, so
+it checks the model's node classes, search and bookkeeping independently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from vfcore.claims import GPU_TOLERATION, PodRequest
+from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, NodeState, Taint, node
+from vfcore.fit import fits
+from vfcore.scheduler import (
+    ScoringConfig,
+    claim_size,
+    node_score,
+    predict,
+    remedy,
+    simulate,
+)
+
+GPU = "nvidia.com/gpu"
+GIB = 2**30
+
+CONFIGS = (
+    ScoringConfig(),
+    ScoringConfig(resources=((GPU, 1),)),
+    ScoringConfig(resources=(("cpu", 1), ("memory", 1), (GPU, 3))),
+    ScoringConfig(strategy="MostAllocated", resources=((GPU, 1), ("cpu", 1))),
+    ScoringConfig(strategy="RequestedToCapacityRatio", resources=((GPU, 2), ("memory", 1))),
+    ScoringConfig(
+        strategy="RequestedToCapacityRatio",
+        resources=((GPU, 1),),
+        shape=((0, 10), (30, 4), (100, 0)),
+        balanced_weight=0,
+    ),
+    ScoringConfig(balanced_resources=("cpu", "memory", GPU), fit_weight=2),
+)
+configs = st.sampled_from(CONFIGS)
+
+
+@st.composite
+def clusters(draw: st.DrawFn, *, max_nodes: int = 4) -> ClusterSnapshot:
+    nodes: list[NodeState] = []
+    for i in range(draw(st.integers(1, max_nodes))):
+        gpus = draw(st.sampled_from([1, 2, 4, 4, 8]))
+        alloc = {
+            GPU: gpus,
+            "cpu": draw(st.sampled_from([2_000, 4_000, 16_000])),
+            "memory": draw(st.sampled_from([4, 8, 64])) * GIB,
+            "pods": draw(st.sampled_from([2, 110, 110])),
+        }
+        used: dict[str, int] = {}
+        if draw(st.integers(0, 3)) == 0:
+            used = {GPU: draw(st.integers(0, gpus)), "cpu": 500, "pods": 1}
+        nodes.append(
+            node(
+                f"n{i}",
+                allocatable=alloc,
+                requested={k: v for k, v in used.items() if v},
+                labels=dict([GPU_PRESENT_LABEL]) if draw(st.integers(0, 7)) else {},
+                taints=[Taint("dedicated", "x", "NoSchedule")]
+                if not draw(st.integers(0, 9))
+                else [],
+                ready=draw(st.integers(0, 11)) != 0,
+            )
+        )
+    return ClusterSnapshot.of(nodes)
+
+
+@st.composite
+def pod_lists(draw: st.DrawFn, *, max_pods: int = 5) -> list[PodRequest]:
+    pods = []
+    replicas: dict[str, int] = {}
+    for _ in range(draw(st.integers(1, max_pods))):
+        workload = draw(st.sampled_from(["w0", "w1", "w2"]))
+        replica = replicas.get(workload, 0)
+        replicas[workload] = replica + 1
+        requests = {
+            GPU: draw(st.sampled_from([0, 1, 1, 2, 3, 4])),
+            "cpu": draw(st.sampled_from([0, 500, 1_000, 4_000])),
+            "memory": draw(st.sampled_from([0, 1, 8])) * GIB,
+        }
+        pods.append(
+            PodRequest(
+                pod=f"{workload}/{replica}",
+                node=workload,
+                replica=replica,
+                requests=tuple(sorted((k, v) for k, v in requests.items() if v)),
+                node_selector=(GPU_PRESENT_LABEL,) if requests[GPU] else (),
+                tolerations=(GPU_TOLERATION,) if requests[GPU] else (),
+                slice="whole" if requests[GPU] else "none",
+            )
+        )
+    return pods
+
+
+@st.composite
+def tight_instances(draw: st.DrawFn) -> tuple[list[PodRequest], ClusterSnapshot]:
+    """Workloads of identical replicas whose GPU claims come within 2 of the free GPUs.
+
+    Where greedy strands or ties matter. Replicas of one workload share a
+    template, so they claim the same; cpu and memory are proportional or absent.
+    """
+    caps = draw(st.lists(st.sampled_from([2, 4, 4, 6, 8]), min_size=2, max_size=4))
+    total = sum(caps) - draw(st.integers(0, 2))
+    with_cpu = draw(st.booleans())
+    claims: list[tuple[str, int]] = []
+    workload = 0
+    while len(claims) < 6 and sum(g for _, g in claims) < total:
+        size = draw(st.integers(1, 4))
+        for _ in range(draw(st.integers(1, 3))):
+            if len(claims) < 6 and sum(g for _, g in claims) + size <= total:
+                claims.append((f"w{workload}", size))
+        workload += 1
+        if workload > 6:
+            break
+    nodes = [
+        node(
+            f"n{i}",
+            allocatable={GPU: c, "cpu": 8_000 * c, "memory": 32 * GIB * c},
+            labels=dict([GPU_PRESENT_LABEL]),
+        )
+        for i, c in enumerate(caps)
+    ]
+    pods: list[PodRequest] = []
+    replicas: dict[str, int] = {}
+    for name, g in claims:
+        replica = replicas.get(name, 0)
+        replicas[name] = replica + 1
+        cpu_memory = {"cpu": 8_000 * g, "memory": 32 * GIB * g} if with_cpu else {}
+        pods.append(
+            PodRequest(
+                pod=f"{name}/{replica}",
+                node=name,
+                replica=replica,
+                requests=tuple(sorted({GPU: g, **cpu_memory}.items())),
+                node_selector=(GPU_PRESENT_LABEL,),
+                tolerations=(GPU_TOLERATION,),
+                slice="whole",
+            )
+        )
+    return pods, ClusterSnapshot.of(nodes)
+
+
+instances = st.one_of(st.tuples(pod_lists(), clusters()), tight_instances())
+
+
+@dataclass
+class Oracle:
+    """Every node-level tie-break outcome, by brute force."""
+
+    leaves: int
+    p_strand: Fraction
+    sometimes: frozenset[str]
+    always: frozenset[str]
+    verdict: str
+
+
+def brute_force(
+    pods: Sequence[PodRequest], cluster: ClusterSnapshot, config: ScoringConfig
+) -> Oracle:
+    outcomes: list[tuple[Fraction, frozenset[str]]] = []
+
+    def go(i: int, placed: dict[str, list[PodRequest]], chance: Fraction, stranded: frozenset[str]):
+        if i == len(pods):
+            outcomes.append((chance, stranded))
+            return
+        pod = pods[i]
+        scores = {}
+        for n in cluster.nodes:
+            extra: dict[str, int] = {"pods": len(placed[n.name])}
+            for other in placed[n.name]:
+                for r, units in other.requests:
+                    extra[r] = extra.get(r, 0) + units
+            if fits(pod, n, extra):
+                scores[n.name] = node_score(pod, n, config=config, placed=placed[n.name]).total
+        if not scores:
+            go(i + 1, placed, chance, stranded | {pod.pod})
+            return
+        top = max(scores.values())
+        tied = [name for name, score in scores.items() if score == top]
+        for name in tied:
+            go(i + 1, {**placed, name: [*placed[name], pod]}, chance / len(tied), stranded)
+
+    go(0, {n.name: [] for n in cluster.nodes}, Fraction(1), frozenset())
+    sets = [s for _, s in outcomes]
+    landing = sum(1 for s in sets if not s)
+    verdict = "lands" if landing == len(sets) else "strands" if landing == 0 else "at-risk"
+    return Oracle(
+        leaves=len(outcomes),
+        p_strand=sum((c for c, s in outcomes if s), Fraction(0)),
+        sometimes=frozenset().union(*sets),
+        always=frozenset.intersection(*sets),
+        verdict=verdict,
+    )
+
+
+def replay_check(pods: Sequence[PodRequest], cluster: ClusterSnapshot, sim) -> None:
+    """Every binding passes the filters given the ones before it; a stranded pod fits nowhere."""
+    by_name = {p.pod: p for p in pods}
+    extra: dict[str, dict[str, int]] = {n.name: {} for n in cluster.nodes}
+    for pod_name, where in sim.placements:
+        pod = by_name[pod_name]
+        assert fits(pod, cluster.node(where), extra[where]), (pod_name, where)
+        for r, units in pod.requests:
+            extra[where][r] = extra[where].get(r, 0) + units
+        extra[where]["pods"] = extra[where].get("pods", 0) + 1
+    for stranded in sim.stranded:
+        pod = by_name[stranded.pod]
+        assert not any(fits(pod, n, extra[n.name]) for n in cluster.nodes), stranded.pod
+        assert stranded.reason.startswith(f"0/{len(cluster.nodes)} nodes fit {pod.pod}")
+    assert sorted([p for p, _ in sim.placements] + [s.pod for s in sim.stranded]) == sorted(by_name)
+
+
+ties = st.one_of(st.sampled_from(["first", "last"]), st.integers(0, 2**16).map(random.Random))
+
+
+@settings(max_examples=150)
+@given(pods=pod_lists(max_pods=8), cluster=clusters(max_nodes=6), config=configs, tie=ties)
+def test_every_simulated_placement_passes_the_filters(pods, cluster, config, tie):
+    sim = simulate(pods, cluster, config=config, tie=tie)
+    replay_check(pods, cluster, sim)
+
+
+@settings(max_examples=150)
+@given(instance=instances, config=configs)
+@example(
+    instance=(
+        [
+            PodRequest("w0/0", "w0", 0, ((GPU, 2),), (GPU_PRESENT_LABEL,), (GPU_TOLERATION,)),
+            PodRequest("w0/1", "w0", 1, ((GPU, 2),), (GPU_PRESENT_LABEL,), (GPU_TOLERATION,)),
+            PodRequest("w1/0", "w1", 0, ((GPU, 4),), (GPU_PRESENT_LABEL,), (GPU_TOLERATION,)),
+        ],
+        ClusterSnapshot.of(
+            [
+                node("n0", allocatable={GPU: 4}, labels=dict([GPU_PRESENT_LABEL])),
+                node("n1", allocatable={GPU: 4}, labels=dict([GPU_PRESENT_LABEL])),
+            ]
+        ),
+    ),
+    config=ScoringConfig(resources=((GPU, 1),)),
+)
+def test_the_exhaustive_search_agrees_with_brute_force_over_node_level_ties(instance, config):
+    pods, cluster = instance
+    oracle = brute_force(pods, cluster, config)
+    prediction = predict(pods, cluster, config=config)
+    assert prediction.exhaustive
+    assert prediction.verdict == oracle.verdict
+    assert set(prediction.stranded_sometimes) == oracle.sometimes
+    assert set(prediction.stranded_always) == oracle.always
+    assert prediction.node_outcomes == oracle.leaves
+    assert prediction.strand_probability == oracle.p_strand
+    assert prediction.outcomes_explored <= oracle.leaves
+    if prediction.example_stranding is not None:
+        assert not prediction.example_stranding.lands
+        replay_check(pods, cluster, prediction.example_stranding)
+    if prediction.example_landing is not None:
+        assert prediction.example_landing.lands
+
+
+@settings(max_examples=60)
+@given(
+    pods=pod_lists(max_pods=10),
+    cluster=clusters(max_nodes=6),
+    config=configs,
+    seeds=st.lists(st.integers(0, 2**16), min_size=1, max_size=4),
+)
+def test_every_random_tie_outcome_agrees_with_an_exhaustive_verdict(pods, cluster, config, seeds):
+    prediction = predict(pods, cluster, config=config)
+    if not prediction.exhaustive:
+        return
+    for seed in seeds:
+        sim = simulate(pods, cluster, config=config, tie=random.Random(seed))
+        stranded = {s.pod for s in sim.stranded}
+        assert set(prediction.stranded_always) <= stranded <= set(prediction.stranded_sometimes)
+        if prediction.verdict == "lands":
+            assert sim.lands
+        if prediction.verdict == "strands":
+            assert not sim.lands
+
+
+@settings(max_examples=100)
+@given(pods=pod_lists(max_pods=1), cluster=clusters(max_nodes=6), config=configs)
+def test_a_single_pod_lands_iff_some_node_fits_it(pods, cluster, config):
+    [pod] = pods
+    fits_somewhere = any(fits(pod, n) for n in cluster.nodes)
+    assert (predict(pods, cluster, config=config).verdict == "lands") == fits_somewhere
+
+
+@settings(max_examples=60)
+@given(pods=pod_lists(max_pods=6), cluster=clusters(max_nodes=5), config=configs)
+def test_the_model_is_deterministic(pods, cluster, config):
+    first = predict(pods, cluster, config=config)
+    again = predict(list(pods), ClusterSnapshot.of(reversed(cluster.nodes)), config=config)
+    assert first.to_dict() == again.to_dict()
+    assert simulate(pods, cluster, config=config) == simulate(pods, cluster, config=config)
+
+
+@settings(max_examples=80)
+@given(
+    pods=pod_lists(max_pods=6),
+    cluster=clusters(max_nodes=5),
+    config=configs,
+    data=st.data(),
+)
+def test_renaming_nodes_never_changes_the_exhaustive_verdict(pods, cluster, config, data):
+    names = [n.name for n in cluster.nodes]
+    shuffled = data.draw(st.permutations(names))
+    renamed = ClusterSnapshot.of(
+        replace(n, name=new) for n, new in zip(cluster.nodes, shuffled, strict=True)
+    )
+    a = predict(pods, cluster, config=config)
+    b = predict(pods, renamed, config=config)
+    assert (a.verdict, a.stranded_sometimes, a.stranded_always) == (
+        b.verdict,
+        b.stranded_sometimes,
+        b.stranded_always,
+    )
+    assert (a.node_outcomes, a.strand_probability) == (b.node_outcomes, b.strand_probability)
+
+
+def exact_placement(pods: Sequence[PodRequest], cluster: ClusterSnapshot) -> dict[str, str] | None:
+    """Any placement of every pod, by brute force (the packer's job, here an oracle)."""
+    names = [n.name for n in cluster.nodes]
+    for choice in itertools.product(names, repeat=len(pods)):
+        extra: dict[str, dict[str, int]] = {n: {} for n in names}
+        ok = True
+        for pod, where in zip(pods, choice, strict=True):
+            if not fits(pod, cluster.node(where), extra[where]):
+                ok = False
+                break
+            for r, units in pod.requests:
+                extra[where][r] = extra[where].get(r, 0) + units
+            extra[where]["pods"] = extra[where].get("pods", 0) + 1
+        if ok:
+            return dict(zip((p.pod for p in pods), choice, strict=True))
+    return None
+
+
+RANK = {"lands": 0, "at-risk": 1, "unknown": 2, "strands": 3}
+
+
+@settings(max_examples=60)
+@given(pods=pod_lists(max_pods=5), cluster=clusters(max_nodes=3), config=configs)
+def test_a_remedy_is_rechecked_and_never_worse_than_applying_as_is(pods, cluster, config):
+    placement = exact_placement(pods, cluster)
+    if placement is None:
+        return
+    fix = remedy(pods, cluster, placement, config=config)
+    assert RANK[fix.verdict_after] <= RANK[fix.verdict_before]
+    again = predict(
+        pods,
+        cluster,
+        config=config,
+        order=fix.order,
+        affinity=fix.affinity_map or None,
+    )
+    assert again.verdict == fix.verdict_after
+    if "waves" in fix.kind:
+        by_name = {p.pod: p for p in pods}
+        sizes = [claim_size(by_name[name]) for name in fix.order]
+        assert sizes == sorted(sizes, reverse=True)
+    for workload, hosts in fix.affinity:
+        assert set(hosts) == {placement[p.pod] for p in pods if p.node == workload}
+    if fix.verdict_after == "lands" and fix.prediction.example_landing is not None:
+        replay_check(pods, cluster, fix.prediction.example_landing)

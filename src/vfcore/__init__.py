@@ -5,6 +5,8 @@ classes, turned into a frozen :class:`FlowSpec`, validated, sized and explained.
 See ``docs/concepts.md``.
 """
 
+from vfcore.claims import PodRequest, pod_requests
+from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, Taint, Toleration, Unknown
 from vfcore.demand import (
     AutoscalingOptions,
     Demand,
@@ -28,8 +30,9 @@ from vfcore.flow import (
     ProducerNode,
     takes_ctx,
 )
-from vfcore.joins import JoinPolicy
+from vfcore.joins import Dropped, Group, JoinAssembler, JoinOutput, JoinPolicy, Message
 from vfcore.names import PhysicalName, physical_name, physical_names
+from vfcore.packing import SolverConfig, SolverReport, check_placement, first_fit_decreasing, pack
 from vfcore.partition import (
     InvalidKeyError,
     encode_key,
@@ -40,6 +43,8 @@ from vfcore.partition import (
     partition_key,
     partition_of,
 )
+from vfcore.plan import Plan, plan, plan_pods
+from vfcore.scheduler import ScoringConfig, predict, remedy, simulate
 from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
     DEFAULT_GPU_RESOURCE,
@@ -61,43 +66,68 @@ __all__ = [
     "RULES",
     "WARNING",
     "AutoscalingOptions",
+    "ClusterSnapshot",
     "ConsumerNode",
     "Demand",
+    "Dropped",
     "Explanation",
     "Flow",
     "FlowSpec",
+    "GpuInfo",
+    "Group",
     "InvalidFlowError",
     "InvalidInputError",
     "InvalidKeyError",
     "Issue",
+    "JoinAssembler",
+    "JoinOutput",
     "JoinPolicy",
+    "Message",
     "Node",
     "NodeShape",
     "NodeSpec",
+    "NodeState",
     "OneTaskProcessorNode",
     "PhysicalName",
+    "Plan",
     "PodClaim",
+    "PodRequest",
     "ProcessorNode",
     "ProducerNode",
     "Reason",
+    "ScoringConfig",
+    "SolverConfig",
+    "SolverReport",
+    "Taint",
+    "Toleration",
+    "Unknown",
     "VfError",
     "__version__",
     "autoscaling_rejections",
+    "check_placement",
     "effective_replicas",
     "encode_key",
     "expected_moved_fraction",
     "explain",
+    "first_fit_decreasing",
     "gpu_demand",
     "key_hash",
     "moved_fraction",
     "node_shapes",
     "owner_of",
+    "pack",
     "partition_key",
     "partition_of",
     "physical_name",
     "physical_names",
+    "plan",
+    "plan_pods",
     "pod_name",
+    "pod_requests",
+    "predict",
+    "remedy",
     "require_valid",
+    "simulate",
     "takes_ctx",
     "validate",
     "workload_of",

@@ -158,6 +158,19 @@ def main() -> int:
         f"(vfcore places all 20; median {statistics.median(vf_times):.2f} s)"
     )
 
+    print("tight at scale: every free GPU used, 2,000 nodes (~4,100 pods of 2/3/4 GPUs):")
+    pods, nodes = tight_instance(2000, seed=5)
+    start = time.perf_counter()
+    ffd = first_fit_decreasing(pods, nodes)
+    ffd_s = time.perf_counter() - start
+    start = time.perf_counter()
+    result = pack(pods, nodes, config=cfg)
+    tight_s = time.perf_counter() - start
+    assert check_placement(pods, nodes, result.assignments) == ()
+    print(
+        f"  {len(pods)} pods: vfcore feasible={result.feasible} by {result.report.method} "
+        f"({result.report.status}) in {tight_s:.2f} s; FFD placed {len(ffd)} in {ffd_s:.2f} s"
+    )
     if quick:
         return 0
     print("10,000 pods x 2,000 nodes (deterministic CP-SAT), 3 instances:")

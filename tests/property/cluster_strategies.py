@@ -88,7 +88,10 @@ def tight_gpu_instances(
     draw: st.DrawFn, *, max_pods: int = 7, max_nodes: int = 4
 ) -> tuple[list[PodRequest], list[NodeState]]:
     """GPU-only claims whose total is within 2 of the free total: where packing is hard."""
-    caps = draw(st.lists(st.integers(1, 8), min_size=1, max_size=max_nodes))
+    if draw(st.booleans()):  # identical nodes: the aggregated (pattern) model decides
+        caps = [draw(st.sampled_from([4, 8]))] * draw(st.integers(2, max_nodes))
+    else:
+        caps = draw(st.lists(st.integers(1, 8), min_size=1, max_size=max_nodes))
     total = sum(caps) - draw(st.integers(0, 2))
     claims: list[int] = []
     while len(claims) < max_pods and sum(claims) < total:

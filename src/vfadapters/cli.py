@@ -100,7 +100,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.set_defaults(handler=_cmd_plan)
+
+    # Commands that live in their own modules register themselves; each module
+    # imports nothing heavy at import time, so `vf --help` stays fast.
+    import importlib
+
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"vfadapters.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"vfadapters.commands.{name}":
+                raise
+            continue
+        module.register(sub)
     return parser
+
+
+#: `vfadapters.commands.<name>` modules, each with ``register(subparsers)``.
+COMMAND_MODULES = ("scale", "run")
 
 
 def _add_gpu_options(p: argparse.ArgumentParser) -> None:

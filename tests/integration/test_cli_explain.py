@@ -8,7 +8,6 @@ hint, never a traceback.
 from __future__ import annotations
 
 import json
-import os
 import runpy
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 import vfcore
+from tests.integration.cli_helpers import assert_bad_input, one_json_document, run_vf
 
 REPO = Path(__file__).resolve().parents[2]
 TRAFFIC = REPO / "examples" / "traffic.py"
@@ -56,40 +56,6 @@ def chain(name=None):
     det = Step(name="det", nb_tasks=3, device_type="gpu", gpu_count=2)(src)
     return Flow([Sink(name="out")(det)], flow_type=BATCH, name=name)
 """
-
-
-def run_vf(
-    *args: object, cwd: Path | None = None, script: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """``python -m vfadapters.cli ARGS`` (or the installed ``vf`` script) as a real process."""
-    command = [str(VF_SCRIPT)] if script else [sys.executable, "-m", "vfadapters.cli"]
-    env = {k: v for k, v in os.environ.items() if k != "VF_DEBUG"}
-    return subprocess.run(
-        [*command, *map(str, args)],
-        cwd=cwd or REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def one_json_document(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    """stdout parsed as exactly one JSON document (json.loads rejects trailing data)."""
-    assert result.stdout.strip(), f"no JSON on stdout; stderr:\n{result.stderr}"
-    document = json.loads(result.stdout)
-    assert isinstance(document, dict)
-    return document
-
-
-def assert_bad_input(result: subprocess.CompletedProcess[str], rule: str) -> None:
-    """Exit 2, ``error: <rule>`` and a hint on stderr, and no traceback anywhere."""
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    assert f"error: {rule}" in result.stderr, result.stderr
-    assert "hint:" in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr
-    assert "Traceback" not in result.stdout
 
 
 def write_flow(tmp_path: Path, name: str, body: str, *, preamble: bool = True) -> Path:

@@ -1,0 +1,148 @@
+"""`vf plan` end to end: the real command on the example clusters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.cli_helpers import REPO, assert_bad_input, one_json_document, run_vf
+
+CLUSTERS = REPO / "examples" / "clusters"
+TRAFFIC = REPO / "examples" / "traffic.py"
+STRANDING = REPO / "examples" / "stranding.py"
+
+BIG_POD_FLOW = """
+from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+class S(ProducerNode):
+    def next(self): raise StopIteration
+
+class Train(ProcessorNode):
+    def process(self, x): return x
+
+class C(ConsumerNode):
+    def consume(self, x): pass
+
+flow = Flow([C(name="sink")(Train(name="train", device_type="gpu", gpu_count=4)(S(name="src")))])
+"""
+
+
+def big_pod_flow(tmp_path: Path) -> Path:
+    path = tmp_path / "big.py"
+    path.write_text(BIG_POD_FLOW, encoding="utf-8")
+    return path
+
+
+def test_plan_json_has_the_design_shape_and_a_checked_placement():
+    result = run_vf("plan", TRAFFIC, "--cluster", CLUSTERS / "gpu-pool", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = one_json_document(result)
+    for key in ("verdict", "gpu_mode", "assignments", "unplaced", "unknown", "scheduler", "solver"):
+        assert key in doc
+    assert doc["verdict"] == "fits"
+    assert doc["gpu_mode"] == "exclusive"
+    assert sorted(doc["assignments"]) == sorted(
+        ["frames/0", "plates/0", "plates/1", "report/0", "tracker/0", "tracker/1"]
+        + [f"detector/{i}" for i in range(4)]
+    )
+    gpu_nodes = {doc["assignments"][f"detector/{i}"] for i in range(4)}
+    assert all(n.startswith("gpu-") for n in gpu_nodes)
+    assert doc["scheduler"]["verdict"] in ("lands", "at-risk", "strands")
+    assert doc["solver"]["deterministic"] is True
+    assert "planning" in result.stderr  # progress goes to stderr, never stdout
+
+
+def test_fragmented_pool_does_not_fit_a_4_gpu_pod_with_reasons(tmp_path):
+    flow = big_pod_flow(tmp_path)
+    result = run_vf("plan", flow, "--cluster", CLUSTERS / "fragmented", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = one_json_document(result)
+    assert doc["verdict"] == "does-not-fit"
+    by_pod = {u["pod"]: u for u in doc["unplaced"]}
+    unplaced = by_pod["train/0"]
+    # the pool is all tainted GPU nodes: the CPU pods have nowhere to go, ever
+    assert by_pod["src/0"]["kind"] == by_pod["sink/0"]["kind"] == "unresolvable"
+    assert "Insufficient nvidia.com/gpu" in unplaced["summary"]
+    assert unplaced["kind"] == "unschedulable"
+    assert unplaced["fix"].startswith("free 1 nvidia.com/gpu on ")
+    strict = run_vf("plan", flow, "--cluster", CLUSTERS / "fragmented", "--strict-preflight")
+    assert strict.returncode == 3
+    assert "error: strict-preflight" in strict.stderr
+    assert "DOES NOT FIT" in strict.stdout
+
+
+def test_refused_pod_listing_is_unknown_never_an_idle_pool(tmp_path):
+    result = run_vf(
+        "plan", big_pod_flow(tmp_path), "--cluster", CLUSTERS / "refused-pods", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    doc = one_json_document(result)
+    assert doc["verdict"] == "unknown"
+    assert any(u["what"] == "pods" and "Forbidden" in u["reason"] for u in doc["unknown"])
+    strict = run_vf(
+        "plan", big_pod_flow(tmp_path), "--cluster", CLUSTERS / "refused-pods", "--strict-preflight"
+    )
+    assert strict.returncode == 3
+    assert "UNKNOWN" in strict.stdout
+
+
+def test_stranding_example_fits_but_strands_and_the_remedy_lands():
+    result = run_vf("plan", STRANDING, "--cluster", CLUSTERS / "two-4gpu", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = one_json_document(result)
+    assert doc["verdict"] == "fits"
+    assert doc["scheduler"]["verdict"] == "strands"
+    assert doc["scheduler"]["stranded"] == ["segment/0"]
+    remedy = doc["scheduler"]["remedy"]
+    assert remedy["verdict_after"] == "lands"
+    assert remedy["waves"][0] == ["segment/0"]
+    strict = run_vf("plan", STRANDING, "--cluster", CLUSTERS / "two-4gpu", "--strict-preflight")
+    assert strict.returncode == 0, strict.stderr  # the remedy lands: strict passes
+    assert "remedy: " in strict.stdout
+
+
+def test_resources_override_changes_the_plan(tmp_path):
+    # 48 cpu per encoder cannot fit a 32-cpu node: the override is really applied
+    result = run_vf(
+        "plan",
+        STRANDING,
+        "--cluster",
+        CLUSTERS / "two-4gpu",
+        "--resources",
+        "encode=cpu:48",
+        "--json",
+    )
+    doc = one_json_document(result)
+    assert doc["verdict"] == "does-not-fit"
+    assert {u["pod"] for u in doc["unplaced"]} == {"encode/0", "encode/1"}
+    assert all(u["kind"] == "unresolvable" for u in doc["unplaced"])
+
+
+def test_shared_mode_without_runtime_class_is_reported(tmp_path):
+    result = run_vf(
+        "plan", TRAFFIC, "--cluster", CLUSTERS / "gpu-pool", "--gpu-mode", "shared", "--json"
+    )
+    doc = one_json_document(result)
+    assert "shared-without-runtime-class" in {p["code"] for p in doc["problems"]}
+    assert doc["cards"]  # each shared pod is given a card
+
+
+def test_bad_inputs_exit_2_without_traceback(tmp_path):
+    assert_bad_input(
+        run_vf("plan", TRAFFIC, "--cluster", tmp_path / "nowhere"), "cluster-path-not-found"
+    )
+    assert_bad_input(
+        run_vf("plan", TRAFFIC, "--cluster", CLUSTERS / "gpu-pool", "--resources", "detector"),
+        "invalid-resources-option",
+    )
+    assert_bad_input(
+        run_vf("plan", TRAFFIC, "--cluster", CLUSTERS / "gpu-pool", "--resources", "ghost=cpu:1"),
+        "unknown-node",
+    )
+    assert_bad_input(
+        run_vf(
+            "plan", TRAFFIC, "--cluster", CLUSTERS / "gpu-pool", "--resources", "detector=cpu:lots"
+        ),
+        "invalid-quantity",
+    )
+    usage = run_vf("plan", TRAFFIC)
+    assert usage.returncode == 2 and "--cluster" in usage.stderr

@@ -17,7 +17,7 @@ $(VENV)/.setup-run: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.setup-dev: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[dev,solver]'
+	$(PIP) install -e '.[dev,solver,notebooks]'
 	touch $@ $(VENV)/.setup-run
 
 setup: $(VENV)/.setup-run
@@ -27,8 +27,8 @@ run: $(VENV)/.setup-run
 	$(BIN)/vf explain $(EXAMPLE)
 
 lint: $(VENV)/.setup-dev
-	$(BIN)/ruff check src tests bench examples
-	$(BIN)/ruff format --check src tests bench examples
+	$(BIN)/ruff check src tests bench examples notebooks
+	$(BIN)/ruff format --check src tests bench examples notebooks
 
 typecheck: $(VENV)/.setup-dev
 	$(BIN)/mypy

@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 EXAMPLE ?= examples/traffic.py
+CLUSTER ?= examples/clusters/gpu-pool
 
 .PHONY: run test setup setup-dev lint typecheck pytest bench clean
 
@@ -13,7 +14,7 @@ $(BIN)/python:
 # Runtime install: the core and the CLI. torch is never pulled in here; the
 # `torch` extra pins torch==2.13.0 (the CPU wheel on these machines).
 $(VENV)/.setup-run: pyproject.toml | $(BIN)/python
-	$(PIP) install -e .
+	$(PIP) install -e '.[solver]'
 	touch $@
 
 $(VENV)/.setup-dev: pyproject.toml | $(BIN)/python
@@ -25,6 +26,7 @@ setup-dev: $(VENV)/.setup-dev
 
 run: $(VENV)/.setup-run
 	$(BIN)/vf explain $(EXAMPLE)
+	$(BIN)/vf plan $(EXAMPLE) --cluster $(CLUSTER)
 
 lint: $(VENV)/.setup-dev
 	$(BIN)/ruff check src tests bench examples notebooks
@@ -39,8 +41,7 @@ pytest: $(VENV)/.setup-dev
 test: lint typecheck pytest
 
 bench: $(VENV)/.setup-dev
-	$(BIN)/python bench/bench_validate.py
-	$(BIN)/python bench/bench_explain.py
+	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

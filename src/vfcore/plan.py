@@ -70,11 +70,11 @@ class Unplaced:
     ``kind``: ``unresolvable`` (no node could ever hold it: it exceeds every
     host, or no host is eligible), ``unschedulable`` (it would fit if others
     moved or capacity were freed), ``unplanned`` (its kind of claim is not
-    planned here).
+    planned here), ``unknown`` (it might fit on a node whose occupancy is unknown).
     """
 
     pod: str
-    kind: Literal["unresolvable", "unschedulable", "unplanned"]
+    kind: Literal["unresolvable", "unschedulable", "unplanned", "unknown"]
     summary: str
     reasons: tuple[str, ...]
     fix: str | None
@@ -258,7 +258,7 @@ def plan_pods(
     if violations:  # pragma: no cover - the checker guards the solver
         raise AssertionError(f"the solver produced an invalid placement: {violations}")
 
-    unplaced = _explain_unplaced(planned, cluster, considered, result)
+    unplaced = _explain_unplaced(planned, cluster, considered, result, unknown_nodes)
     unplaced += tuple(
         Unplaced(
             p.pod,
@@ -286,7 +286,9 @@ def plan_pods(
         usage=usage,
         cards=result.cards,
         solver=result.report,
-        proofs=result.proofs,
+        proofs=result.proofs
+        if verdict != "unknown"
+        else tuple(f"on the nodes of known occupancy only: {p}" for p in result.proofs),
         fix=fix,
     )
     if predict_scheduler:
@@ -432,6 +434,7 @@ def _explain_unplaced(
     cluster: ClusterSnapshot,
     considered: Sequence[NodeState],
     result: PackingResult,
+    unknown_nodes: Sequence[NodeState] = (),
 ) -> tuple[Unplaced, ...]:
     by_name = {p.pod: p for p in pods}
     load = _placed_load(pods, result.assignments)
@@ -443,11 +446,22 @@ def _explain_unplaced(
         fix = None if ever else _unresolvable_fix(pod, cluster)
         if ever:
             fix = _free_on_one_host(pod, considered, load)
+        summary = summarise(name, len(considered), per_node)
+        kind: Literal["unresolvable", "unschedulable", "unknown"] = (
+            "unschedulable" if ever else "unresolvable"
+        )
+        hopeful = [n.name for n in unknown_nodes if n not in considered and _could_ever_hold(pod, n)]
+        if hopeful:
+            kind = "unknown"
+            summary += (
+                f"; {len(hopeful)} node(s) of unknown occupancy could hold it "
+                f"({', '.join(hopeful[:3])}{'…' if len(hopeful) > 3 else ''})"
+            )
         out.append(
             Unplaced(
                 pod=name,
-                kind="unschedulable" if ever else "unresolvable",
-                summary=summarise(name, len(considered), per_node),
+                kind=kind,
+                summary=summary,
                 reasons=tuple(sorted({r for rs in per_node for r in rs})),
                 fix=fix,
             )

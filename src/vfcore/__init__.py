@@ -44,7 +44,6 @@ from vfcore.partition import (
     partition_of,
 )
 from vfcore.plan import Plan, plan, plan_pods
-from vfcore.scheduler import ScoringConfig, predict, remedy, simulate
 from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
     DEFAULT_GPU_RESOURCE,
@@ -132,3 +131,22 @@ __all__ = [
     "validate",
     "workload_of",
 ]
+
+
+# The scheduler model loads on first use, so that building and explaining a flow
+# (and `vf explain`) do not pay for it.
+_SCHEDULER_NAMES = ("ScoringConfig", "predict", "remedy", "simulate")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _SCHEDULER_NAMES:
+        raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
+    from vfcore import scheduler
+
+    value = getattr(scheduler, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from vfcore.claims import PodRequest
@@ -388,6 +388,44 @@ def _name_assignments(
 # -- CP-SAT ------------------------------------------------------------------------------------------
 
 
+def _cp_model() -> Any:
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError:  # pragma: no cover - depends on the installation
+        raise InvalidInputError(
+            "solver-not-installed",
+            "deciding this placement needs OR-Tools CP-SAT, which is not installed",
+            "pip install 'vfcore[solver]'",
+        ) from None
+    return cp_model
+
+
+def _run_solver(
+    model: Any, config: SolverConfig, deterministic_time: float, *, has_objective: bool
+) -> tuple[Any, int, Status, SolverReport]:
+    """Solve with the configured determinism; the report without variables and notes."""
+    cp_model = _cp_model()
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = config.num_workers
+    solver.parameters.random_seed = config.random_seed
+    solver.parameters.max_deterministic_time = deterministic_time
+    if config.max_time_s is not None:
+        solver.parameters.max_time_in_seconds = config.max_time_s
+    code = solver.solve(model)
+    status: Status = solver.status_name(code)
+    solved = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    report = SolverReport(
+        status=status,
+        method="cp-sat",
+        objective=solver.objective_value if has_objective and solved else None,
+        bound=solver.best_objective_bound if has_objective and solved else None,
+        wall_s=solver.wall_time,
+        deterministic=config.is_deterministic,
+        timed_out=code == cp_model.UNKNOWN,
+    )
+    return solver, code, status, report
+
+
 def _solve_cp_sat(
     shapes: list[_Shape],
     nodes: list[_Node],
@@ -398,15 +436,7 @@ def _solve_cp_sat(
     minimise_nodes: bool,
     deterministic_time: float,
 ) -> tuple[Status, dict[int, list[int]], dict[int, list[int]], SolverReport]:
-    try:
-        from ortools.sat.python import cp_model
-    except ImportError:  # pragma: no cover - depends on the installation
-        raise InvalidInputError(
-            "solver-not-installed",
-            "deciding this placement needs OR-Tools CP-SAT, which is not installed",
-            "pip install 'vfcore[solver]'",
-        ) from None
-
+    cp_model = _cp_model()
     model = cp_model.CpModel()
     x: dict[tuple[int, int], Any] = {}
     for shape in shapes:
@@ -489,14 +519,10 @@ def _solve_cp_sat(
         for pair, var in x.items():
             model.add_hint(var, hinted.get(pair, 0))
 
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = config.num_workers
-    solver.parameters.random_seed = config.random_seed
-    solver.parameters.max_deterministic_time = deterministic_time
-    if config.max_time_s is not None:
-        solver.parameters.max_time_in_seconds = config.max_time_s
-    code = solver.solve(model)
-    status: Status = solver.status_name(code)  # type: ignore[assignment]
+    has_objective = (minimise_nodes and bool(used)) or not require_all
+    solver, code, status, report = _run_solver(
+        model, config, deterministic_time, has_objective=has_objective
+    )
     placed: dict[int, list[int]] = defaultdict(list)
     cards: dict[int, list[int]] = defaultdict(list)
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -507,18 +533,7 @@ def _solve_cp_sat(
                 for c in range(nodes[i].cards):
                     cards_on = solver.value(y[s, i, c]) if (s, i, c) in y else 0
                     cards[s].extend([c] * cards_on)
-    has_objective = (minimise_nodes and bool(used)) or not require_all
-    report = SolverReport(
-        status=status,
-        method="cp-sat",
-        objective=solver.objective_value if has_objective and code in (2, 4) else None,
-        bound=solver.best_objective_bound if has_objective and code in (2, 4) else None,
-        wall_s=solver.wall_time,
-        deterministic=config.is_deterministic,
-        timed_out=code == cp_model.UNKNOWN,
-        variables=len(x) + len(used) + len(y),
-    )
-    return status, placed, cards, report
+    return status, placed, cards, replace(report, variables=len(x) + len(used) + len(y))
 
 
 # -- CP-SAT over node types and packing patterns ----------------------------------------------
@@ -624,8 +639,7 @@ def _solve_patterns(
         budget -= len(found)
         patterns.append(found)
 
-    from ortools.sat.python import cp_model
-
+    cp_model = _cp_model()
     model = cp_model.CpModel()
     z: dict[tuple[int, int], Any] = {}
     for t, (members, pats) in enumerate(zip(types, patterns, strict=True)):
@@ -651,14 +665,9 @@ def _solve_patterns(
     elif not require_all:
         model.maximize(sum(placed_of.values()))
 
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = config.num_workers
-    solver.parameters.random_seed = config.random_seed
-    solver.parameters.max_deterministic_time = deterministic_time
-    if config.max_time_s is not None:
-        solver.parameters.max_time_in_seconds = config.max_time_s
-    code = solver.solve(model)
-    status: Status = solver.status_name(code)  # type: ignore[assignment]
+    solver, code, status, report = _run_solver(
+        model, config, deterministic_time, has_objective=minimise_nodes or not require_all
+    )
     placed: dict[int, list[int]] = defaultdict(list)
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         left = {s.index: s.count for s in shapes}
@@ -673,15 +682,8 @@ def _solve_patterns(
                         take = min(c, left[s])
                         placed[s].extend([i] * take)
                         left[s] -= take
-    has_objective = minimise_nodes or not require_all
-    report = SolverReport(
-        status=status,
-        method="cp-sat",
-        objective=solver.objective_value if has_objective and code in (2, 4) else None,
-        bound=solver.best_objective_bound if has_objective and code in (2, 4) else None,
-        wall_s=solver.wall_time,
-        deterministic=config.is_deterministic,
-        timed_out=code == cp_model.UNKNOWN,
+    report = replace(
+        report,
         variables=len(z) + len(placed_of),
         notes=(
             f"aggregated model: {len(types)} node type(s), "
@@ -809,8 +811,6 @@ def pack(
 
 
 def _with_note(report: SolverReport, *notes: str) -> SolverReport:
-    from dataclasses import replace
-
     return replace(report, notes=report.notes + tuple(notes))
 
 

@@ -450,7 +450,9 @@ def _explain_unplaced(
         kind: Literal["unresolvable", "unschedulable", "unknown"] = (
             "unschedulable" if ever else "unresolvable"
         )
-        hopeful = [n.name for n in unknown_nodes if n not in considered and _could_ever_hold(pod, n)]
+        hopeful = [
+            n.name for n in unknown_nodes if n not in considered and _could_ever_hold(pod, n)
+        ]
         if hopeful:
             kind = "unknown"
             summary += (

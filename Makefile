@@ -3,22 +3,22 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
-EXAMPLE ?= examples/traffic.py
-CLUSTER ?= examples/clusters/gpu-pool
+EXAMPLE ?= examples/traffic/flow.py
+CLUSTER ?= examples/traffic/cluster
 
 .PHONY: run test setup setup-dev lint typecheck pytest bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Runtime install: the core and the CLI. torch is never pulled in here; the
-# `torch` extra pins torch==2.13.0 (the CPU wheel on these machines).
+# The `torch` extra pins torch==2.13.0: pip takes the CPU wheel that lies on disk
+# on these machines. An unpinned torch would pull a multi-GB CUDA build.
 $(VENV)/.setup-run: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[solver]'
+	$(PIP) install -e '.[solver,torch]'
 	touch $@
 
 $(VENV)/.setup-dev: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[dev,solver,notebooks]'
+	$(PIP) install -e '.[dev,solver,notebooks,torch]'
 	touch $@ $(VENV)/.setup-run
 
 setup: $(VENV)/.setup-run
@@ -27,6 +27,7 @@ setup-dev: $(VENV)/.setup-dev
 run: $(VENV)/.setup-run
 	$(BIN)/vf explain $(EXAMPLE)
 	$(BIN)/vf plan $(EXAMPLE) --cluster $(CLUSTER)
+	$(BIN)/vf run $(EXAMPLE)
 
 lint: $(VENV)/.setup-dev
 	$(BIN)/ruff check src tests bench examples notebooks

@@ -19,6 +19,13 @@ from vfcore.demand import (
     pod_name,
     workload_of,
 )
+from vfcore.devices import (
+    DeviceAssignment,
+    DeviceRequest,
+    GpuDevice,
+    assign_devices,
+    visible_devices,
+)
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, InvalidInputError, Issue, VfError
 from vfcore.explain import Explanation, explain
 from vfcore.flow import (
@@ -94,12 +101,15 @@ __all__ = [
     "ClusterSnapshot",
     "ConsumerNode",
     "Demand",
+    "DeviceAssignment",
+    "DeviceRequest",
     "Dropped",
     "Explanation",
     "Fallback",
     "Flow",
     "FlowScaling",
     "FlowSpec",
+    "GpuDevice",
     "GpuInfo",
     "Group",
     "HpaBehavior",
@@ -140,6 +150,7 @@ __all__ = [
     "Unobserved",
     "VfError",
     "__version__",
+    "assign_devices",
     "autoscaling_rejections",
     "capacity_cap",
     "check_placement",
@@ -175,6 +186,7 @@ __all__ = [
     "simulate_hpa",
     "takes_ctx",
     "validate",
+    "visible_devices",
     "workload_of",
 ]
 

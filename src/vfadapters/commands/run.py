@@ -1,0 +1,209 @@
+"""``vf run FLOW``: run a flow locally, one process per replica.
+
+Live progress goes to stderr (a table when stderr is a terminal); the summary
+goes to stdout, or, with ``--json``, the DESIGN.md ``run`` document. Exit
+codes: 0 completed, 1 failed (a node's open() raised, a replica kept dying…),
+2 invalid flow or options, 3 ``--gpu-policy strict`` refused, 130 stopped by
+SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+EXIT_STOPPED = 130
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a flow locally (one process per replica), with live progress",
+        description="Run the flow on this machine: every replica in its own process, messages "
+        "through bounded shared-memory buffers. BATCH loses nothing (backpressure, retries, "
+        "dead letters); REALTIME never blocks producers and counts evictions. Ctrl-C drains "
+        "for up to --drain-timeout seconds; a second Ctrl-C stops at once.",
+    )
+    p.add_argument("flow", metavar="FLOW", help="flow.py or flow.py:factory")
+    p.add_argument("--json", action="store_true", help="print the run document on stdout")
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="on Ctrl-C, how long in-flight work may drain (10)",
+    )
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="extra attempts for a message whose processing raises, then dead letter (2)",
+    )
+    p.add_argument(
+        "--dead-letters",
+        metavar="PATH",
+        default=None,
+        help="dead-letter file, JSON lines (default: <flow>.dead-letters.jsonl)",
+    )
+    p.add_argument(
+        "--gpu-policy",
+        choices=("share", "strict"),
+        default="share",
+        help="share: GPU replicas share cards (or run on the CPU without a GPU), with a "
+        "warning; strict: refuse to start when the host's GPUs do not cover the flow",
+    )
+    p.add_argument(
+        "--autoscale",
+        "--autoscaling",
+        dest="autoscale",
+        action="store_true",
+        help="grow and shrink competing processors with their backlog",
+    )
+    p.add_argument("--gpu-autoscaling", action="store_true", help="let GPU nodes autoscale too")
+    p.add_argument(
+        "--max-replicas", type=int, default=10, metavar="N", help="autoscaling ceiling (10)"
+    )
+    p.add_argument(
+        "--scale-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between autoscaling decisions (1)",
+    )
+    p.add_argument(
+        "--scale-target",
+        type=int,
+        default=10,
+        metavar="N",
+        help="backlog one replica should carry (10)",
+    )
+    p.add_argument(
+        "--buffer-mib",
+        type=float,
+        default=16.0,
+        metavar="MIB",
+        help="bytes of each input buffer (16 MiB)",
+    )
+    p.add_argument(
+        "--buffer-messages",
+        type=int,
+        default=4096,
+        metavar="N",
+        help="messages each input buffer holds (4096)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no live table, even on a terminal")
+    p.add_argument(
+        "--start-method",
+        choices=("forkserver", "spawn"),
+        default="forkserver",
+        help="how workers start (forkserver: fast and CUDA-safe; spawn: fully fresh)",
+    )
+    p.set_defaults(handler=_cmd_run)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from vfadapters.cli import EXIT_OK, EXIT_RUNTIME, EXIT_STRICT, _emit_json, _report_error
+    from vfadapters.local import GpuRefusedError, run
+
+    try:
+        summary = run(
+            args.flow,
+            drain_timeout_s=args.drain_timeout,
+            retries=args.retries,
+            dead_letters=args.dead_letters,
+            gpu_policy=args.gpu_policy,
+            autoscale=args.autoscale,
+            gpu_autoscaling=args.gpu_autoscaling,
+            max_replicas=args.max_replicas,
+            scale_interval_s=args.scale_interval,
+            scale_target=args.scale_target,
+            buffer_mib=args.buffer_mib,
+            buffer_messages=args.buffer_messages,
+            progress=False if args.no_progress else None,
+            start_method=args.start_method,
+        )
+    except GpuRefusedError as exc:
+        _report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
+        return EXIT_STRICT
+    doc = summary.to_dict()
+    if args.json:
+        _emit_json(doc)
+    else:
+        print_summary(doc, sys.stdout)
+    if summary.status == "failed":
+        sys.stderr.write(
+            f"error: run-failed\n  {summary.error}\n"
+            "  hint: fix the node named above (its traceback is printed above), then run again\n"
+        )
+        return EXIT_RUNTIME
+    if summary.status == "stopped":
+        return EXIT_STOPPED
+    return EXIT_OK
+
+
+def print_summary(doc: dict[str, Any], out: TextIO) -> None:
+    from vfadapters.cli import _table
+
+    flow = doc["flow"]
+    out.write(
+        f"run {flow['name']} ({flow['flow_type']}): {doc['status']} in {doc['duration_s']:.2f} s\n"
+    )
+    rows = [
+        [
+            "NODE",
+            "KIND",
+            "REPLICAS",
+            "PROCESSED",
+            "ERRORS",
+            "DEAD LETTERS",
+            "EVICTED",
+            "REDELIVERED",
+            "RESTARTS",
+        ]
+    ]
+    for name, n in doc["nodes"].items():
+        replicas = str(n["replicas"])
+        if n["max_replicas_seen"] > n["replicas"]:
+            replicas += f" (max {n['max_replicas_seen']})"
+        rows.append(
+            [
+                name,
+                n["kind"],
+                replicas,
+                str(n["processed"]),
+                str(n["errors"]),
+                str(n["dead_letters"]),
+                str(n["evicted"]),
+                str(n["redelivered"]),
+                str(n["restarts"]),
+            ]
+        )
+    _table(rows, out)
+    evicted = [e for e in doc["edges"] if e["evicted"]]
+    if evicted:
+        out.write("\nevictions (REALTIME: a full buffer drops its oldest messages)\n")
+        for e in evicted:
+            out.write(f"  {e['parent']} → {e['child']}: {e['evicted']} of {e['written']} evicted\n")
+    gpu = doc.get("gpu")
+    if gpu and gpu.get("devices"):
+        out.write(f"\ngpu assignment ({gpu['status']})\n")
+        for pod, devices in gpu["devices"].items():
+            out.write(f"  {pod}: {', '.join(map(str, devices)) if devices else 'cpu'}\n")
+    if doc["scaling"]:
+        out.write("\nautoscaling\n")
+        for e in doc["scaling"]:
+            out.write(
+                f"  {e['at_s']:7.2f} s  {e['node']}: {e['from']} → {e['to']} ({e['reason']})\n"
+            )
+    if doc["dead_letters"]:
+        out.write(f"\ndead letters: {doc['dead_letters']} in {doc['dead_letter_path']}\n")
+    if doc["redelivered"]:
+        out.write(
+            f"\nredelivered after restarts: {doc['redelivered']} message(s) "
+            "(at most that many duplicates downstream)\n"
+        )
+    stop = doc.get("stop")
+    if stop:
+        out.write(f"\nstop: {stop['how']}\n")

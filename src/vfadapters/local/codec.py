@@ -1,0 +1,149 @@
+"""Encoding batches of messages for the rings: pickle protocol 5, large buffers out of band.
+
+A batch is a list of envelopes ``(trace_id, event_ts_ms, metadata or None,
+payload)``. Large numpy arrays, ``bytes`` and CPU torch tensors travel as
+out-of-band buffers: the writer copies each once into the ring, the reader
+copies it once out (so a payload never aliases ring memory that a later
+batch will overwrite). Small objects stay in the pickle body, so a batch of
+small messages is one ``pickle`` call and one copy.
+
+A private dispatch table does this: pickling elsewhere in the worker (a user
+saving an array with protocol 4) is unaffected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copyreg
+import io
+import pickle
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["OUT_OF_BAND_BYTES", "decode", "encode"]
+
+#: Arrays, bytes and tensors at least this large travel out of band.
+OUT_OF_BAND_BYTES = 16 * 1024
+
+_PickleBuffer = pickle.PickleBuffer
+
+
+def _array_from_buffer(buffer: Any, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape).copy()
+
+
+def _reduce_array(arr: np.ndarray) -> Any:
+    if (
+        arr.nbytes >= OUT_OF_BAND_BYTES
+        and arr.flags.c_contiguous
+        and not arr.dtype.hasobject
+        and type(arr) is np.ndarray
+    ):
+        return _array_from_buffer, (_PickleBuffer(arr), arr.dtype, arr.shape)  # type: ignore[arg-type]
+    return arr.__reduce_ex__(4)
+
+
+class _BigBytes:
+    """Marks a large ``bytes`` payload for out-of-band transfer (unpickles as bytes)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return bytes, (_PickleBuffer(self.data),)
+
+
+def _tensor_from_buffer(buffer: Any, dtype: Any, shape: tuple[int, ...]) -> Any:
+    import torch
+
+    return torch.from_numpy(_array_from_buffer(buffer, dtype, shape))
+
+
+def _reduce_tensor(t: Any) -> Any:
+    try:
+        if (
+            t.device.type == "cpu"
+            and not t.requires_grad
+            and t.is_contiguous()
+            and t.element_size() * t.numel() >= OUT_OF_BAND_BYTES
+        ):
+            arr = t.numpy()
+            return _tensor_from_buffer, (_PickleBuffer(arr), arr.dtype, tuple(t.shape))
+    except (TypeError, RuntimeError):  # bfloat16 and others numpy lacks
+        pass
+    return t.__reduce_ex__(4)
+
+
+_dispatch: dict[Any, Any] = dict(copyreg.dispatch_table)
+_dispatch[np.ndarray] = _reduce_array
+_torch_seen = False
+
+
+def _register_torch() -> None:
+    global _torch_seen
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "Tensor"):
+        _dispatch[torch.Tensor] = _reduce_tensor
+        _torch_seen = True
+
+
+def _box(payload: Any) -> Any:
+    kind = type(payload)
+    if kind is bytes:
+        return _BigBytes(payload) if len(payload) >= OUT_OF_BAND_BYTES else payload
+    if kind is dict and any(
+        type(v) is bytes and len(v) >= OUT_OF_BAND_BYTES for v in payload.values()
+    ):
+        return {
+            k: _BigBytes(v) if type(v) is bytes and len(v) >= OUT_OF_BAND_BYTES else v
+            for k, v in payload.items()
+        }
+    return payload
+
+
+def encode(envelopes: Sequence[tuple[Any, ...]]) -> tuple[bytes, list[memoryview]]:
+    """The pickle body and the out-of-band buffers (raw byte views) of a batch."""
+    if not _torch_seen and "torch" in sys.modules:
+        _register_torch()
+    boxed: Sequence[tuple[Any, ...]] = envelopes
+    for i, e in enumerate(envelopes):
+        payload = e[3]
+        kind = type(payload)
+        if (kind is bytes and len(payload) >= OUT_OF_BAND_BYTES) or kind is dict:
+            boxed = [(x[0], x[1], x[2], _box(x[3])) for x in envelopes[i:]]
+            boxed = [*envelopes[:i], *boxed]
+            break
+    buffers: list[pickle.PickleBuffer] = []
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5, buffer_callback=buffers.append)
+    pickler.dispatch_table = _dispatch
+    pickler.dump(boxed)
+    return out.getvalue(), [b.raw() for b in buffers]
+
+
+def decode(record: memoryview, nbufs: int) -> list[tuple[Any, ...]]:
+    """The envelopes of one record (as laid out by :meth:`Ring.write`)."""
+    lengths = record[16 : 16 + 8 * (1 + nbufs)].cast("Q")
+    p = (16 + 8 * (1 + nbufs) + 7) & ~7
+    body_len = lengths[0]
+    body = record[p : p + body_len]
+    p += body_len
+    buffers = []
+    for i in range(1, nbufs + 1):
+        p = (p + 63) & ~63
+        n = lengths[i]
+        buffers.append(record[p : p + n])
+        p += n
+    lengths.release()
+    try:
+        result: list[tuple[Any, ...]] = pickle.loads(body, buffers=buffers)
+    finally:
+        for view in (body, *buffers):
+            with contextlib.suppress(BufferError):  # an object still holds it
+                view.release()
+    return result

@@ -1,0 +1,168 @@
+"""What a local run reports: per node, per edge, and for the whole run.
+
+:class:`RunSummary` is what :func:`vfadapters.local.run` returns and what
+``vf run --json`` prints (its ``to_dict()``, a superset of DESIGN.md's ``run``
+document).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["EdgeSummary", "NodeSummary", "RunStatus", "RunSummary", "ScalingEvent"]
+
+RunStatus = Literal["completed", "failed", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    """One node's counters, summed over its replicas.
+
+    ``processed``: messages produced (producers), handled (processors and
+    consumers), or groups handled (joins). ``errors``: exceptions raised by the
+    node's code (every attempt). ``dead_letters``: messages given up on.
+    ``evicted``: messages evicted from the node's inputs (REALTIME).
+    ``redelivered``: in-flight messages handed again to a restarted replica (an
+    upper bound on the duplicates it may have emitted). ``join_dropped``:
+    messages a join dropped (timeout, eviction, duplicate, end of stream).
+    """
+
+    name: str
+    kind: str
+    replicas: int
+    processed: int = 0
+    received: int = 0
+    errors: int = 0
+    retries: int = 0
+    dead_letters: int = 0
+    evicted: int = 0
+    redelivered: int = 0
+    restarts: int = 0
+    join_dropped: int = 0
+    filtered: int = 0
+    backlog: int = 0
+    max_replicas: int = 0
+    devices: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "replicas": self.replicas,
+            "max_replicas_seen": self.max_replicas,
+            "processed": self.processed,
+            "received": self.received,
+            "errors": self.errors,
+            "retries": self.retries,
+            "dead_letters": self.dead_letters,
+            "evicted": self.evicted,
+            "redelivered": self.redelivered,
+            "restarts": self.restarts,
+            "join_dropped": self.join_dropped,
+            "filtered": self.filtered,
+            "backlog": self.backlog,
+            "devices": dict(self.devices),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeSummary:
+    """One edge ``parent → child``: messages written into it, taken, evicted.
+
+    ``backpressure_waits``: how many times a writer found the edge's buffers
+    full and waited (BATCH backpressure at work).
+    """
+
+    parent: str
+    child: str
+    written: int
+    delivered: int
+    evicted: int
+    redelivered: int
+    backpressure_waits: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parent": self.parent,
+            "child": self.child,
+            "written": self.written,
+            "delivered": self.delivered,
+            "evicted": self.evicted,
+            "redelivered": self.redelivered,
+            "backpressure_waits": self.backpressure_waits,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingEvent:
+    """An autoscaling change: when (seconds into the run), which node, why."""
+
+    at_s: float
+    node: str
+    replicas_from: int
+    replicas_to: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at_s": round(self.at_s, 3),
+            "node": self.node,
+            "from": self.replicas_from,
+            "to": self.replicas_to,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The outcome of a local run.
+
+    ``status``: ``completed`` (every consumer saw the end of the stream),
+    ``stopped`` (a stop was requested: SIGINT/SIGTERM), or ``failed`` (``error``
+    says why). ``dead_letters`` counts entries written to ``dead_letter_path``.
+    """
+
+    flow: str
+    flow_type: str
+    status: RunStatus
+    duration_s: float
+    nodes: dict[str, NodeSummary]
+    edges: tuple[EdgeSummary, ...] = ()
+    dead_letters: int = 0
+    dead_letter_path: str | None = None
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+    gpu: dict[str, Any] | None = None
+    scaling: tuple[ScalingEvent, ...] = ()
+    stop: dict[str, Any] | None = None
+    pids: tuple[int, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def redelivered(self) -> int:
+        return sum(n.redelivered for n in self.nodes.values())
+
+    @property
+    def evicted(self) -> int:
+        return sum(n.evicted for n in self.nodes.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": {"name": self.flow, "flow_type": self.flow_type},
+            "status": self.status,
+            "duration_s": round(self.duration_s, 3),
+            "nodes": {name: n.to_dict() for name, n in self.nodes.items()},
+            "edges": [e.to_dict() for e in self.edges],
+            "dead_letters": self.dead_letters,
+            "dead_letter_path": self.dead_letter_path,
+            "evicted": self.evicted,
+            "redelivered": self.redelivered,
+            "error": self.error,
+            "warnings": list(self.warnings),
+            "gpu": self.gpu,
+            "scaling": [e.to_dict() for e in self.scaling],
+            "stop": self.stop,
+        }

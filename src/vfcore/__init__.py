@@ -19,13 +19,6 @@ from vfcore.demand import (
     pod_name,
     workload_of,
 )
-from vfcore.devices import (
-    DeviceAssignment,
-    DeviceRequest,
-    GpuDevice,
-    assign_devices,
-    visible_devices,
-)
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, InvalidInputError, Issue, VfError
 from vfcore.explain import Explanation, explain
 from vfcore.flow import (
@@ -51,30 +44,6 @@ from vfcore.partition import (
     partition_of,
 )
 from vfcore.plan import Plan, plan, plan_pods
-from vfcore.scaling import (
-    Backlog,
-    CapacityCap,
-    Fallback,
-    FlowScaling,
-    HpaBehavior,
-    HpaPrediction,
-    HpaState,
-    KedaScaler,
-    ReplicaDecision,
-    ScalingComparison,
-    ScalingPolicy,
-    ScalingRules,
-    Trigger,
-    Unobserved,
-    capacity_cap,
-    compare_with_cluster,
-    decide_flow,
-    decide_replicas,
-    fallback_for_unknown,
-    observations_from_dict,
-    predict_hpa,
-    simulate_hpa,
-)
 from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
     DEFAULT_GPU_RESOURCE,
@@ -191,17 +160,52 @@ __all__ = [
 ]
 
 
-# The scheduler model loads on first use, so that building and explaining a flow
-# (and `vf explain`) do not pay for it.
-_SCHEDULER_NAMES = ("ScoringConfig", "predict", "remedy", "simulate")
+# The scheduler model, the scaling rules and device assignment load on first use,
+# so that building and explaining a flow (and `vf explain`) do not pay for them.
+_LAZY_MODULES = {
+    **dict.fromkeys(("ScoringConfig", "predict", "remedy", "simulate"), "scheduler"),
+    **dict.fromkeys(
+        (
+            "Backlog",
+            "CapacityCap",
+            "Fallback",
+            "FlowScaling",
+            "HpaBehavior",
+            "HpaPrediction",
+            "HpaState",
+            "KedaScaler",
+            "ReplicaDecision",
+            "ScalingComparison",
+            "ScalingPolicy",
+            "ScalingRules",
+            "Trigger",
+            "Unobserved",
+            "capacity_cap",
+            "compare_with_cluster",
+            "decide_flow",
+            "decide_replicas",
+            "fallback_for_unknown",
+            "observations_from_dict",
+            "predict_hpa",
+            "simulate_hpa",
+        ),
+        "scaling",
+    ),
+    **dict.fromkeys(
+        ("DeviceAssignment", "DeviceRequest", "GpuDevice", "assign_devices", "visible_devices"),
+        "devices",
+    ),
+}
 
 
 def __getattr__(name: str) -> object:
-    if name not in _SCHEDULER_NAMES:
+    module_name = _LAZY_MODULES.get(name)
+    if module_name is None:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
-    from vfcore import scheduler
+    from vfcore import devices, scaling, scheduler
 
-    value = getattr(scheduler, name)
+    module = {"scheduler": scheduler, "scaling": scaling, "devices": devices}[module_name]
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -1,0 +1,27 @@
+"""The public API: every name in vfcore.__all__ resolves, and the lazy ones stay lazy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import vfcore
+
+
+def test_every_public_name_resolves():
+    missing = [name for name in vfcore.__all__ if getattr(vfcore, name, None) is None]
+    assert missing == []
+    assert callable(vfcore.plan)  # the function, not the vfcore.plan module
+    assert sorted(dir(vfcore)) == sorted(vfcore.__all__)
+
+
+def test_importing_vfcore_leaves_the_scheduler_and_scaling_unloaded():
+    code = (
+        "import json, sys, vfcore\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('vfcore.'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    assert {"vfcore.flow", "vfcore.validate"} <= loaded
+    assert loaded.isdisjoint({"vfcore.scheduler", "vfcore.scaling", "vfcore.devices"})

@@ -372,6 +372,8 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
             out.write(
                 f"  {p['severity']}: {p['code']}\n    {p['message']}\n    hint: {p['hint']}\n"
             )
+    if doc.get("mig") is not None:
+        _print_mig(doc, out)
     sched = doc.get("scheduler")
     if sched:
         out.write(f"\nkube-scheduler model: {sched['verdict']}")
@@ -382,6 +384,89 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         if remedy:
             out.write(f"  remedy: {remedy.get('description', remedy)}\n")
             out.write(f"  with the remedy: {sched.get('verdict_with_remedy')}\n")
+
+
+# -- mix mode: MIG layouts and the mig-parted config (vfcore.mig) --------------
+# BEGIN mix-mode block: self-contained; only `_print_plan` calls `_print_mig`.
+
+
+def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
+    """The ``mig`` section of a mix-mode plan: resources, per-card layouts, the config."""
+    mig = doc["mig"]
+    bound = mig["cards_lower_bound"]
+    out.write(
+        f"\nMIG layouts: {mig['cards_reconfigured']} card(s) reconfigured on "
+        f"{mig['nodes_touched']} node(s)"
+        + ("" if bound is None else f" (lower bound {bound})")
+        + "\n"
+    )
+    for flow_node, resource in mig["resources"].items():
+        out.write(f"  {flow_node} requests {resource}\n")
+    for node in mig["nodes"]:
+        family = node["family"] or "unknown family"
+        if not node["touched"]:
+            pool = ", ".join(f"{n}×{p}" for p, n in node["pool"].items()) or "none"
+            out.write(f"  {node['node']} ({family}): kept as is; free instances {pool}\n")
+            by_profile: dict[str, list[str]] = {}
+            for pod, profile in node["pool_pods"].items():
+                by_profile.setdefault(profile, []).append(pod)
+            for profile, pods in sorted(by_profile.items()):
+                out.write(f"    {profile}: {', '.join(pods)}\n")
+            if node["note"]:
+                out.write(f"    ({node['note']})\n")
+            continue
+        assumed = " (card indices assumed)" if node["indices_assumed"] else ""
+        out.write(
+            f"  {node['node']} ({family}): {node['cards_reconfigured']} card(s) reconfigured, "
+            f"config {node['config_name']}{assumed}\n"
+        )
+        cards = node["cards"]
+        k = 0
+        while k < len(cards):
+            card = cards[k]
+            if not card["mig_enabled"]:
+                holders = f": {', '.join(card['pods'])}" if card["pods"] else ""
+                last = k
+                while (
+                    not holders
+                    and last + 1 < len(cards)
+                    and not cards[last + 1]["mig_enabled"]
+                    and not cards[last + 1]["pods"]
+                    and cards[last + 1]["action"] == card["action"]
+                ):
+                    last += 1
+                span = f"card {card['index']}"
+                if last > k:
+                    span = f"cards {card['index']}-{cards[last]['index']}"
+                out.write(f"    {span} [{card['action']}] whole card{holders}\n")
+                k = last + 1
+                continue
+            k += 1
+            slots = ", ".join(
+                f"{i['profile']}@{'?' if i['start'] is None else i['start']}"
+                + (f" {i['pod']}" if i["pod"] else "")
+                for i in card["instances"]
+            )
+            out.write(f"    card {card['index']} [{card['action']}] {slots}\n")
+            if card["creation_order"]:
+                order = ", ".join(f"{p['profile']}@{p['start']}" for p in card["creation_order"])
+                out.write(f"      create in order: {order}\n")
+    for note in mig["notes"]:
+        out.write(f"  note: {note}\n")
+    if mig["mig_parted_config"]["mig-configs"]:
+        from vfcore.mig import mig_parted_yaml
+
+        out.write(
+            "\nmig-parted config (add it to the MIG manager's configs, then label each node):\n"
+        )
+        for node in mig["nodes"]:
+            if node["label"]:
+                out.write(f"  {node['label']}\n")
+        text = mig_parted_yaml(mig["mig_parted_config"])
+        out.write("\n" + "".join(f"  {line}\n" for line in text.splitlines()))
+
+
+# END mix-mode block
 
 
 # -- text rendering ------------------------------------------------------------

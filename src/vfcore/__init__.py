@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_GPU_RESOURCE",
     "ERROR",
     "GPU_MODES",
+    "MIG_FAMILIES",
     "REALTIME",
     "RULES",
     "WARNING",
@@ -93,12 +94,14 @@ __all__ = [
     "JoinPolicy",
     "KedaScaler",
     "Message",
+    "MigPlan",
     "Node",
     "NodeShape",
     "NodeSpec",
     "NodeState",
     "OneTaskProcessorNode",
     "PhysicalName",
+    "Placement",
     "Plan",
     "PodClaim",
     "PodRequest",
@@ -122,7 +125,9 @@ __all__ = [
     "assign_devices",
     "autoscaling_rejections",
     "capacity_cap",
+    "check_layout",
     "check_placement",
+    "choose_profile",
     "compare_with_cluster",
     "decide_flow",
     "decide_replicas",
@@ -132,13 +137,16 @@ __all__ = [
     "explain",
     "fallback_for_unknown",
     "first_fit_decreasing",
+    "fit_layout",
     "gpu_demand",
     "key_hash",
+    "mig_family",
     "moved_fraction",
     "node_shapes",
     "observations_from_dict",
     "owner_of",
     "pack",
+    "pack_mix",
     "partition_key",
     "partition_of",
     "physical_name",
@@ -164,6 +172,19 @@ __all__ = [
 # so that building and explaining a flow (and `vf explain`) do not pay for them.
 _LAZY_MODULES = {
     **dict.fromkeys(("ScoringConfig", "predict", "remedy", "simulate"), "scheduler"),
+    **dict.fromkeys(
+        (
+            "MigPlan",
+            "MIG_FAMILIES",
+            "Placement",
+            "choose_profile",
+            "fit_layout",
+            "check_layout",
+            "mig_family",
+            "pack_mix",
+        ),
+        "mig",
+    ),
     **dict.fromkeys(
         (
             "Backlog",
@@ -202,9 +223,10 @@ def __getattr__(name: str) -> object:
     module_name = _LAZY_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
-    from vfcore import devices, scaling, scheduler
+    from vfcore import devices, mig, scaling, scheduler
 
-    module = {"scheduler": scheduler, "scaling": scaling, "devices": devices}[module_name]
+    modules = {"scheduler": scheduler, "scaling": scaling, "devices": devices, "mig": mig}
+    module = modules[module_name]
     value = getattr(module, name)
     globals()[name] = value
     return value

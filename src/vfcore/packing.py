@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -362,15 +362,27 @@ def first_fit_decreasing(pods: Sequence[PodRequest], nodes: Sequence[NodeState])
     return dict(_name_assignments(shapes, node_list, placed))
 
 
+#: Extra eligibility a caller adds to kube-scheduler's filters: reasons a pod may not go to a
+#: node (empty: it may). Mix mode uses it to keep MIG pods on cards whose profile covers them.
+ExtraReasons = Callable[[PodRequest, NodeState], tuple[str, ...]]
+
+
 def _prepare(
-    pods: Sequence[PodRequest], nodes: Sequence[NodeState]
+    pods: Sequence[PodRequest],
+    nodes: Sequence[NodeState],
+    extra_reasons: ExtraReasons | None = None,
 ) -> tuple[list[_Shape], list[_Node]]:
     ordered_nodes = sorted(nodes, key=lambda n: n.name)
     shapes = _shapes(pods)
     node_list = _nodes(ordered_nodes)
     for shape in shapes:
         probe = shape.pods[0]
-        shape.eligible = [n.index for n in node_list if not _static_reasons(probe, n.state)]
+        shape.eligible = [
+            n.index
+            for n in node_list
+            if not _static_reasons(probe, n.state)
+            and not (extra_reasons is not None and extra_reasons(probe, n.state))
+        ]
     return shapes, node_list
 
 
@@ -733,14 +745,16 @@ def pack(
     nodes: Sequence[NodeState],
     *,
     config: SolverConfig | None = None,
+    extra_reasons: ExtraReasons | None = None,
 ) -> PackingResult:
     """Place every pod on a node, exactly, or prove that it cannot be done.
 
     Nodes are taken as they are: a node whose occupancy is unknown is treated as
     having nothing bound (callers bracket unknowns; see :func:`vfcore.plan`).
+    ``extra_reasons`` adds eligibility rules of the caller's (see ``ExtraReasons``).
     """
     cfg = config or SolverConfig()
-    shapes, node_list = _prepare(pods, nodes)
+    shapes, node_list = _prepare(pods, nodes, extra_reasons)
     if not pods:
         return PackingResult(True, (), (), SolverReport("OPTIMAL", "bounds", objective=0.0))
 
@@ -898,12 +912,15 @@ def check_placement(
     assignments: Mapping[str, str] | Iterable[tuple[str, str]],
     *,
     cards: Mapping[str, int] | None = None,
+    extra_reasons: ExtraReasons | None = None,
 ) -> tuple[str, ...]:
     """Every way a placement breaks the rules (empty: it is valid). Uses no solver.
 
     Checks that each pod is placed at most once, on a known node that is
     eligible for it, that no node's free resources or pod limit are exceeded,
-    and — given ``cards`` — that shared pods' VRAM fits each card.
+    and — given ``cards`` — that shared pods' VRAM fits each card. Given
+    ``extra_reasons``, a pod must pass those rules too (mix mode passes
+    :func:`vfcore.mig.mix_reasons`).
     """
     mapping = dict(assignments)
     by_name = {p.pod: p for p in pods}
@@ -921,6 +938,8 @@ def check_placement(
             problems.append(f"{pod_name_}: placed on unknown node {node_name!r}")
             continue
         reasons = _static_reasons(pod, node)
+        if extra_reasons is not None:
+            reasons = (*reasons, *extra_reasons(pod, node))
         if reasons:
             problems.append(f"{pod_name_} on {node_name}: {'; '.join(reasons)}")
         for r, u in pod.requests:

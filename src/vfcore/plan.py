@@ -26,6 +26,7 @@ from vfcore.claims import PodRequest, pod_requests
 from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
 from vfcore.fit import summarise
 from vfcore.packing import (
+    ExtraReasons,
     PackingResult,
     SolverConfig,
     SolverReport,
@@ -128,6 +129,7 @@ class Plan:
     proofs: tuple[str, ...]
     fix: str | None
     scheduler: Any = None  # vfcore.scheduler's prediction (with its remedy), when computed
+    mig: Any = None  # vfcore.mig.MigPlan in mix mode: layouts, configs, resources per pod
 
     @property
     def placement(self) -> dict[str, str]:
@@ -147,6 +149,7 @@ class Plan:
             "usage": [u.to_dict() for u in self.usage],
             "pods": [p.to_dict() for p in self.pods],
             "scheduler": None if self.scheduler is None else self.scheduler.to_dict(),
+            **({} if self.mig is None else {"mig": self.mig.to_dict()}),
             "solver": self.solver.to_dict(),
         }
 
@@ -201,15 +204,19 @@ def plan_pods(
     all_pods = tuple(all_pods)
     problems = _problems(all_pods, cluster, mode, gpu_runtime_class)
     unknown = list(cluster.unknowns)
-    planned = [p for p in all_pods if p.slice != "mig"]
-    deferred = [p for p in all_pods if p.slice == "mig"]
+    mix = mode == "mix"
+    if mix:  # MIG pods are planned with the rest (vfcore.mig)
+        planned, deferred = list(all_pods), []
+    else:
+        planned = [p for p in all_pods if p.slice != "mig"]
+        deferred = [p for p in all_pods if p.slice == "mig"]
     if deferred:
         unknown.append(
             Unknown(
                 "mig-slices",
-                f"{len(deferred)} pod(s) take a MIG slice in mix mode "
+                f"{len(deferred)} pod(s) take a MIG slice "
                 f"({', '.join(p.pod for p in deferred[:4])}{'…' if len(deferred) > 4 else ''}); "
-                "MIG layouts are not planned by this version",
+                f"MIG layouts are planned in mix mode only, not in {mode} mode",
             )
         )
 
@@ -237,9 +244,11 @@ def plan_pods(
             None,
         )
 
+    solve = _solve_mix if mix else _solve_plain
     known = [n for n in cluster.nodes if n.occupancy_known]
     unknown_nodes = [n for n in cluster.nodes if not n.occupancy_known]
-    result = pack(planned, known, config=cfg)
+    solved = solve(planned, known, cfg)
+    result = solved.packing
     considered: list[NodeState] = known
     if result.feasible is True:
         verdict = "unknown" if deferred else "fits"
@@ -247,34 +256,71 @@ def plan_pods(
         verdict = "does-not-fit" if result.feasible is False else "unknown"
     else:
         optimistic_nodes = known + [n.as_empty() for n in unknown_nodes]
-        optimistic = pack(planned, optimistic_nodes, config=cfg)
-        if optimistic.feasible is False:
-            verdict, result, considered = "does-not-fit", optimistic, optimistic_nodes
+        optimistic = solve(planned, optimistic_nodes, cfg)
+        if optimistic.packing.feasible is False:
+            verdict, solved, considered = "does-not-fit", optimistic, optimistic_nodes
+            result = solved.packing
         else:
             verdict = "unknown"
-            if optimistic.feasible is True:
-                result = _with_unknown_note(result, optimistic)
-    violations = check_placement(planned, considered, result.assignments, cards=dict(result.cards))
-    if violations:  # pragma: no cover - the checker guards the solver
+            if optimistic.packing.feasible is True:
+                result = _with_unknown_note(result, optimistic.packing)
+                solved = replace(solved, packing=result)
+    violations = check_placement(
+        solved.pods,
+        solved.nodes,
+        result.assignments,
+        cards=dict(result.cards),
+        extra_reasons=solved.extra_reasons,
+    )
+    violations += _layout_violations(solved.mig)
+    if violations:  # pragma: no cover - the checkers guard the solver
         raise AssertionError(f"the solver produced an invalid placement: {violations}")
 
-    unplaced = _explain_unplaced(planned, cluster, considered, result, unknown_nodes)
+    if solved.unplaced is not None:
+        from vfcore.mig import _could_host, mix_issues
+
+        by_pod = {p.pod: p for p in planned}
+        explained = []
+        for u in solved.unplaced:
+            kind: Literal["unresolvable", "unschedulable", "unplanned", "unknown"] = u.kind
+            summary = u.summary
+            hopeful = [
+                n.name
+                for n in unknown_nodes
+                if n not in considered and _could_host(by_pod[u.pod], n)
+            ]
+            if hopeful:
+                kind = "unknown"
+                summary += (
+                    f"; {len(hopeful)} node(s) of unknown occupancy could hold it "
+                    f"({', '.join(hopeful[:3])}{'…' if len(hopeful) > 3 else ''})"
+                )
+            explained.append(Unplaced(u.pod, kind, summary, u.reasons, u.fix))
+        unplaced = tuple(explained)
+        problems += _as_problems(mix_issues(all_pods, cluster.nodes, unplaced=result.unplaced))
+        problems += _as_problems(solved.issues)
+    else:
+        unplaced = _explain_unplaced(planned, cluster, considered, result, unknown_nodes)
     unplaced += tuple(
         Unplaced(
             p.pod,
             "unplanned",
             f"{p.pod} takes a MIG slice of >= {p.gpu_memory_mib} MiB: not planned here",
             (),
-            "plan with --gpu-mode exclusive, or wait for MIG layout planning",
+            "plan with --gpu-mode mix to plan MIG layouts",
         )
         for p in deferred
     )
     fix = (
-        _smallest_fix(planned, cluster, considered, result, cfg)
+        _smallest_fix(planned, cluster, considered, result, cfg, mix=mix)
         if verdict == "does-not-fit"
         else None
     )
-    usage = _usage(planned, cluster, result.assignments)
+    if mix and verdict == "does-not-fit":
+        hopeless = {u.pod for u in unplaced if u.kind == "unresolvable"}
+        problems += _busy_cards([p for p in planned if p.pod not in hopeless], considered, cfg)
+    realised = _realised_cluster(cluster, solved.nodes) if mix else cluster
+    usage = _usage(solved.pods, realised, result.assignments)
     out = Plan(
         verdict=verdict,
         gpu_mode=mode,
@@ -290,10 +336,149 @@ def plan_pods(
         if verdict != "unknown"
         else tuple(f"on the nodes of known occupancy only: {p}" for p in result.proofs),
         fix=fix,
+        mig=solved.mig,
     )
     if predict_scheduler:
-        out = _with_scheduler(out, planned, cluster)
+        out = _with_scheduler(out, solved.pods, realised)
     return out
+
+
+# -- the two solvers: plain packing, and mix mode (MIG layouts with the packing) ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Solved:
+    """A packing, and the problem it solved as the checker and the scheduler model see it."""
+
+    packing: PackingResult
+    pods: tuple[PodRequest, ...]
+    nodes: tuple[NodeState, ...]
+    mig: Any = None  # vfcore.mig.MigPlan
+    unplaced: tuple[Any, ...] | None = None  # vfcore.mig.MigUnplaced, when the solver explains
+    issues: tuple[Any, ...] = ()  # vfcore.mig.MigIssue
+    extra_reasons: ExtraReasons | None = None
+
+
+def _solve_plain(
+    pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
+) -> _Solved:
+    return _Solved(pack(pods, nodes, config=cfg), tuple(pods), tuple(nodes))
+
+
+def _solve_mix(
+    pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
+) -> _Solved:
+    from vfcore.mig import mix_reasons, pack_mix
+
+    mixed = pack_mix(pods, nodes, config=cfg)
+    return _Solved(
+        mixed.packing,
+        mixed.pods,
+        mixed.nodes,
+        mixed.mig,
+        mixed.unplaced,
+        mixed.issues,
+        mix_reasons,
+    )
+
+
+def _layout_violations(mig: Any) -> tuple[str, ...]:
+    """Every planned card layout, re-checked by the independent layout checker."""
+    if mig is None:
+        return ()
+    from vfcore.mig import Placement, check_layout
+
+    out: list[str] = []
+    for node in mig.nodes:
+        for card in node.cards:
+            placed = [Placement(i.start, i.profile) for i in card.instances if i.start is not None]
+            if node.family is not None and placed:
+                out += [
+                    f"{node.node} card {card.index}: {v}" for v in check_layout(node.family, placed)
+                ]
+    return tuple(out)
+
+
+def _as_problems(issues: Sequence[Any]) -> tuple[Problem, ...]:
+    return tuple(Problem(i.code, i.severity, i.message, i.hint) for i in issues)
+
+
+def _busy_cards(
+    pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
+) -> tuple[Problem, ...]:
+    """Do nodes with GPU pods bound stand in the way? Two what-ifs, each with its fix.
+
+    First: would the pods fit if those nodes partitioned their idle cards (how
+    many are idle is known; which ones, kubectl does not say)? Else: would they
+    fit if those nodes' GPU pods were gone (cards in use wiped)? ``pods`` leaves
+    out the pods no node could ever hold (they fail either way).
+    """
+    from vfcore.mig import pack_mix
+
+    if not pods:
+        return ()
+    quick = replace(cfg, max_deterministic_time=min(cfg.max_deterministic_time, 5.0))
+    by_name = {n.name: n for n in nodes}
+
+    def blocking(mode: Any) -> list[str]:
+        relaxed = pack_mix(pods, nodes, config=quick, busy_nodes=mode)
+        if relaxed.packing.feasible is not True:
+            return []
+        out = []
+        for node_plan in relaxed.mig.nodes:
+            held = [
+                f"{u} {r}"
+                for r, u in (by_name[node_plan.node].requested or ())
+                if u > 0 and (r == "nvidia.com/gpu" or r.startswith("nvidia.com/mig-"))
+            ]
+            if node_plan.touched and held:
+                out.append(
+                    f"{node_plan.node} ({node_plan.cards_reconfigured} card(s); "
+                    f"{', '.join(held)} in use)"
+                )
+        return out
+
+    idle = blocking("partition-idle-cards")
+    if idle:
+        return (
+            Problem(
+                "mig-busy-cards",
+                "error",
+                "the flow fits only if idle cards were partitioned on node(s) where GPU pods are "
+                f"bound: {'; '.join(idle)}; kubectl cannot tell which of their cards the pods "
+                "hold, and a layout change wipes a whole card, so vfcore does not plan it",
+                "find the idle cards with `nvidia-smi` on those nodes and partition them "
+                "yourself, or drain the nodes' GPU pods first, or add an idle MIG-capable node; "
+                "then plan again",
+            ),
+        )
+    wiped = blocking("drain")
+    if wiped:
+        return (
+            Problem(
+                "mig-busy-cards",
+                "error",
+                "the flow fits only if cards in use were re-partitioned on node(s): "
+                f"{'; '.join(wiped)}; a layout change wipes a whole card, with the pods on it",
+                "move or drain the GPU pods from those nodes (they must fit elsewhere), or add "
+                "an idle MIG-capable node; then plan again",
+            ),
+        )
+    return ()
+
+
+def _realised_cluster(cluster: ClusterSnapshot, nodes: Sequence[NodeState]) -> ClusterSnapshot:
+    """The cluster as it will advertise itself once the planned MIG layouts are applied."""
+    after = {n.name: n for n in nodes}
+    return replace(
+        cluster,
+        nodes=tuple(
+            replace(n, allocatable=after[n.name].allocatable, gpu=after[n.name].gpu)
+            if n.name in after and after[n.name].allocatable != n.allocatable
+            else n
+            for n in cluster.nodes
+        ),
+    )
 
 
 def _with_unknown_note(result: PackingResult, optimistic: PackingResult) -> PackingResult:
@@ -320,6 +505,7 @@ def _problems(
     runtime_class: str | None,
 ) -> tuple[Problem, ...]:
     out: list[Problem] = []
+    pods = sorted(pods, key=lambda p: (p.node, p.replica, p.pod))  # input order must not matter
     gpu_pods = [p for p in pods if p.slice != "none"]
     if mode == "shared" and gpu_pods and runtime_class is None:
         out.append(
@@ -357,6 +543,10 @@ def _problems(
                 )
             )
     advertised = {r for n in cluster.nodes for r, v in n.allocatable if v > 0}
+    if mode == "mix":  # idle MIG-capable cards can become what is missing
+        from vfcore.mig import advertisable
+
+        advertised |= advertisable(cluster.nodes)
     if cluster.nodes_unknown is None:
         missing: dict[str, list[str]] = defaultdict(list)
         for pod in pods:
@@ -518,14 +708,22 @@ def _smallest_fix(
     considered: Sequence[NodeState],
     result: PackingResult,
     cfg: SolverConfig,
+    *,
+    mix: bool = False,
 ) -> str | None:
     """The first of: one more node shaped like an existing one, or k more of them."""
     unplaced = [p for p in pods if p.pod in set(result.unplaced)]
     if not unplaced:
         return None
+    could_hold = _could_ever_hold
+    solve = _solve_mix if mix else _solve_plain
+    if mix:
+        from vfcore.mig import _could_host
+
+        could_hold = _could_host
     templates: dict[tuple[object, ...], NodeState] = {}
     for node in sorted(cluster.nodes, key=lambda n: n.name):
-        if not any(_could_ever_hold(p, node) for p in unplaced):
+        if not any(could_hold(p, node) for p in unplaced):
             continue
         key = (node.allocatable, node.labels, node.taints, node.gpu)
         templates.setdefault(key, node)
@@ -540,7 +738,7 @@ def _smallest_fix(
             clones = [
                 replace(template.as_empty(), name=f"{template.name}+new{k}") for k in range(extra)
             ]
-            trial = pack(pods, [*considered, *clones], config=quick)
+            trial = solve(pods, [*considered, *clones], quick).packing
             if trial.feasible is True:
                 count = "one more node" if extra == 1 else f"{extra} more nodes"
                 return f"add {count} shaped like {template.name} ({_describe(template)})"

@@ -1,0 +1,608 @@
+"""MIG laws: layouts against brute force over start slots, profile choice, and mix planning.
+
+Oracles written here, independent of ``vfcore.mig``'s search:
+
+- ``brute_force_fits`` tries every assignment of start slots (identical
+  instances take distinct starts) and checks memory runs and compute slices;
+- ``independent_check`` re-checks a placed layout from the catalogue alone;
+- ``oracle_plan`` enumerates, on tiny clusters, every card state of every
+  idle card and every placement of every pod, for the fewest cards
+  reconfigured.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import assume, event, example, given, settings
+from hypothesis import strategies as st
+
+from vfcore.claims import GPU_TOLERATION, PodRequest
+from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, node
+from vfcore.mig import (
+    MIG_FAMILIES,
+    MigPlan,
+    Placement,
+    choose_profile,
+    fit_layout,
+    maximal_layouts,
+    pack_mix,
+)
+from vfcore.packing import SolverConfig, check_placement
+from vfcore.plan import plan_pods
+
+CONFIG = SolverConfig.deterministic(max_deterministic_time=20.0)
+GPU_LABEL = ("nvidia.com/gpu.present", "true")
+PRODUCTS = {"H100-80GB": "NVIDIA-H100-80GB-HBM3", "A100-40GB": "NVIDIA-A100-SXM4-40GB"}
+
+
+# -- layout oracles --------------------------------------------------------------------------
+
+
+def brute_force_fits(family: str, counts: Mapping[str, int]) -> bool:
+    """Every assignment of start slots, exhaustively (identical instances: distinct starts)."""
+    fam = MIG_FAMILIES[family]
+    choices = []
+    compute = 0
+    for name, n in sorted(counts.items()):
+        p = fam.profile(name)
+        if p is None or n > p.max_count:
+            return False
+        compute += n * p.compute_slices
+        choices.append(
+            [(p.memory_slices, starts) for starts in itertools.combinations(p.starts, n)]
+        )
+    if compute > fam.compute_slices:
+        return False
+    for assignment in itertools.product(*choices):
+        taken: set[int] = set()
+        ok = True
+        for size, starts in assignment:
+            for s in starts:
+                cells = set(range(s, s + size))
+                if max(cells) >= fam.memory_slices or cells & taken:
+                    ok = False
+                    break
+                taken |= cells
+            if not ok:
+                break
+        if ok:
+            return True
+    return False
+
+
+def independent_check(family: str, placements: Sequence[Placement]) -> bool:
+    fam = MIG_FAMILIES[family]
+    taken: list[int] = []
+    compute = 0
+    tally: Counter[str] = Counter()
+    for pl in placements:
+        p = fam.profile(pl.profile)
+        if p is None or pl.start not in p.starts:
+            return False
+        taken += range(pl.start, pl.start + p.memory_slices)
+        compute += p.compute_slices
+        tally[p.name] += 1
+    if len(taken) != len(set(taken)) or any(s >= fam.memory_slices for s in taken):
+        return False
+    if any(n > fam.profile(name).max_count for name, n in tally.items()):  # type: ignore[union-attr]
+        return False
+    return compute <= fam.compute_slices
+
+
+def replay_first_fit(family: str, order: Sequence[Placement]) -> list[Placement]:
+    """Create instances in order, each at its lowest free valid start (what a first-fit driver does)."""
+    fam = MIG_FAMILIES[family]
+    taken: set[int] = set()
+    out = []
+    for pl in order:
+        p = fam.profile(pl.profile)
+        assert p is not None
+        start = next(s for s in p.starts if not set(range(s, s + p.memory_slices)) & taken)
+        taken |= set(range(start, start + p.memory_slices))
+        out.append(Placement(start, pl.profile))
+    return out
+
+
+def all_multisets(family: str, most: int = 7) -> list[dict[str, int]]:
+    names = MIG_FAMILIES[family].names
+    out = []
+    for k in range(most + 1):
+        for combo in itertools.combinations_with_replacement(names, k):
+            out.append(dict(Counter(combo)))
+    return out
+
+
+@pytest.mark.parametrize("family", sorted(MIG_FAMILIES))
+def test_layout_feasibility_agrees_with_brute_force_for_every_multiset_up_to_7(family):
+    checked = feasible = 0
+    for counts in all_multisets(family):
+        fit = fit_layout(family, counts)
+        truth = brute_force_fits(family, counts)
+        assert fit.feasible is truth, (counts, fit.reason)
+        checked += 1
+        if truth:
+            feasible += 1
+            assert fit.placements is not None and fit.creation_order is not None
+            assert independent_check(family, fit.placements), fit
+            assert Counter(p.profile for p in fit.placements) == Counter(counts)
+            assert sorted(fit.creation_order) == list(fit.placements)
+            if fit.first_fit:
+                assert sorted(replay_first_fit(family, fit.creation_order)) == list(fit.placements)
+        else:
+            assert fit.reason
+    assert checked == 3432  # every multiset of 0..7 instances over the 7 profiles
+    assert 100 <= feasible <= 200
+
+
+@pytest.mark.parametrize("family", sorted(MIG_FAMILIES))
+def test_maximal_layouts_are_feasible_and_nothing_can_be_added(family):
+    names = [n for n in MIG_FAMILIES[family].names if not n.endswith("+me")]
+    for k in (1, 2, 3):
+        for subset in itertools.combinations(names, k):
+            layouts = maximal_layouts(family, subset)
+            assert layouts
+            for counts in layouts:
+                grown = dict(counts)
+                assert brute_force_fits(family, grown)
+                for name in subset:
+                    assert not brute_force_fits(family, {**grown, name: grown.get(name, 0) + 1})
+
+
+# -- profile choice ------------------------------------------------------------------------------
+
+
+@settings(max_examples=200)
+@given(
+    st.sampled_from(sorted(MIG_FAMILIES)),
+    st.floats(0.25, 160, allow_nan=False),
+    st.floats(0.25, 160, allow_nan=False),
+)
+def test_profile_choice_is_monotone_in_the_demand(family, a, b):
+    small, large = sorted((a, b))
+    first, second = choose_profile(family, small), choose_profile(family, large)
+    if second.profile is not None:
+        assert first.profile is not None
+        assert first.profile.usable_mib <= second.profile.usable_mib
+    if first.profile is None:
+        assert second.profile is None
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(sorted(MIG_FAMILIES)), st.floats(0.25, 160, allow_nan=False))
+def test_the_chosen_profile_is_the_smallest_that_covers(family, gib):
+    choice = choose_profile(family, gib)
+    demand = round(gib * 1024)
+    covering = [
+        p
+        for p in MIG_FAMILIES[family].profiles
+        if p.usable_mib >= demand and not p.media_extensions
+    ]
+    if not covering:
+        assert choice.profile is None and choice.largest.usable_mib < demand
+    else:
+        assert choice.profile is not None
+        assert choice.profile.usable_mib == min(p.usable_mib for p in covering)
+
+
+# -- tiny clusters for planning laws -----------------------------------------------------------------
+
+
+def mig_node(
+    name: str,
+    family: str,
+    *,
+    cards: int,
+    layout: Mapping[str, int] | None = None,
+    bound: Mapping[str, int] | None = None,
+    cpu: int = 16000,
+    pods: int = 110,
+    strategy: str = "mixed",
+    unknown: bool = False,
+) -> NodeState:
+    """A node of ``cards`` cards; with ``layout``, card 0 is MIG-enabled with those instances."""
+    alloc: dict[str, int] = {"cpu": cpu, "memory": 2**36, "pods": pods}
+    whole = cards - (1 if layout else 0)
+    alloc["nvidia.com/gpu"] = whole
+    for p, c in (layout or {}).items():
+        alloc[f"nvidia.com/mig-{p}"] = c
+    requested = None
+    if not unknown:
+        requested = dict(bound or {})
+        if bound:
+            requested["pods"] = 1
+    return node(
+        name,
+        allocatable=alloc,
+        requested=requested,
+        labels=dict([GPU_LABEL]),
+        unknown_reason="pods unreadable" if unknown else None,
+        gpu=GpuInfo(
+            product=PRODUCTS[family],
+            memory_mib=81559 if family == "H100-80GB" else 40960,
+            count=cards,
+            mig_capable=True,
+            mig_strategy=strategy,
+            mig_profiles=tuple(sorted((layout or {}).items())),
+        ),
+    )
+
+
+def mig_pod(flow_node: str, replica: int, gib: float, cpu: int = 1000) -> PodRequest:
+    return PodRequest(
+        pod=f"{flow_node}/{replica}",
+        node=flow_node,
+        replica=replica,
+        requests=(("cpu", cpu),) if cpu else (),
+        node_selector=(GPU_LABEL,),
+        tolerations=(GPU_TOLERATION,),
+        gpu_memory_mib=round(gib * 1024),
+        slice="mig",
+    )
+
+
+def whole_pod(flow_node: str, replica: int, k: int, cpu: int = 1000) -> PodRequest:
+    return PodRequest(
+        pod=f"{flow_node}/{replica}",
+        node=flow_node,
+        replica=replica,
+        requests=((("cpu", cpu),) if cpu else ()) + (("nvidia.com/gpu", k),),
+        node_selector=(GPU_LABEL,),
+        tolerations=(GPU_TOLERATION,),
+        slice="whole",
+    )
+
+
+@st.composite
+def node_specs(draw: st.DrawFn, *, max_nodes: int = 3, max_cards: int = 2) -> list[dict[str, Any]]:
+    """Descriptions the oracle reads directly (it never re-derives them from NodeState)."""
+    family = draw(st.sampled_from(["H100-80GB", "H100-80GB", "A100-40GB"]))
+    specs = []
+    for i in range(draw(st.integers(1, max_nodes))):
+        cards = draw(st.integers(1, max_cards))
+        node_family = family if draw(st.integers(0, 4)) else "H100-80GB"
+        layout = None
+        if draw(st.integers(0, 2)) == 0:
+            feasible = [
+                c
+                for c in map(dict, fit_layouts_cache(node_family))
+                if c and "+me" not in "".join(c)
+            ]
+            layout = draw(st.sampled_from(feasible))
+        busy = draw(st.integers(0, 3)) == 0
+        bound: dict[str, int] = {}
+        if busy:
+            if layout and draw(st.booleans()):
+                p = sorted(layout)[0]
+                bound[f"nvidia.com/mig-{p}"] = 1
+            elif cards - (1 if layout else 0) > 0:
+                bound["nvidia.com/gpu"] = 1
+            else:
+                busy = False
+        specs.append(
+            {
+                "name": f"n{i}",
+                "family": node_family,
+                "cards": cards,
+                "layout": layout,
+                "bound": bound,
+                "cpu": draw(st.sampled_from([2000, 4000, 16000])),
+            }
+        )
+    return specs
+
+
+def fit_layouts_cache(family: str) -> list[tuple[tuple[str, int], ...]]:
+    from vfcore.mig import feasible_layouts
+
+    return list(feasible_layouts(family))
+
+
+@st.composite
+def pod_specs(draw: st.DrawFn, *, max_groups: int = 3) -> list[PodRequest]:
+    pods: list[PodRequest] = []
+    for g in range(draw(st.integers(1, max_groups))):
+        replicas = draw(st.integers(1, 3))
+        cpu = draw(st.sampled_from([0, 1000, 2000]))
+        if draw(st.integers(0, 3)):
+            gib = draw(st.sampled_from([4, 9, 10, 18, 20, 30, 40, 75]))
+            pods += [mig_pod(f"m{g}", r, gib, cpu) for r in range(replicas)]
+        else:
+            k = draw(st.integers(1, 2))
+            pods += [whole_pod(f"w{g}", r, k, cpu) for r in range(replicas)]
+    return pods
+
+
+def build_nodes(specs: Sequence[Mapping[str, Any]]) -> list[NodeState]:
+    return [
+        mig_node(
+            s["name"],
+            s["family"],
+            cards=s["cards"],
+            layout=s["layout"],
+            bound=s["bound"],
+            cpu=s["cpu"],
+        )
+        for s in specs
+    ]
+
+
+# -- the planning oracle --------------------------------------------------------------------------
+
+
+def _feasible_over(family: str, names: Sequence[str]) -> list[dict[str, int]]:
+    """Every feasible multiset over ``names`` (the empty one included), by brute force."""
+    out = []
+    for k in range(8):
+        for combo in itertools.combinations_with_replacement(sorted(names), k):
+            counts = dict(Counter(combo))
+            if brute_force_fits(family, counts):
+                out.append(counts)
+    return out
+
+
+def oracle_plan(specs: Sequence[Mapping[str, Any]], pods: Sequence[PodRequest]) -> int | None:
+    """The fewest cards reconfigured over every card state and pod placement (None: no plan)."""
+    flow_nodes: dict[str, int] = {}
+    for p in pods:
+        if p.slice == "mig":
+            flow_nodes[p.node] = p.gpu_memory_mib or 0
+    families = sorted({s["family"] for s in specs})
+    choices: dict[str, list[str]] = {}
+    for f, demand in flow_nodes.items():
+        names = {
+            c.profile.name
+            for fam in families
+            if (c := choose_profile(fam, demand / 1024)).profile is not None
+        }
+        choices[f] = sorted(names)
+        if not names:
+            return None
+    best: int | None = None
+    for picked in itertools.product(*(choices[f] for f in sorted(choices))):
+        profile_of = dict(zip(sorted(choices), picked, strict=True))
+        needed = sorted(set(picked))
+        per_node = [_supplies(s, needed) for s in specs]
+        for combo in itertools.product(*per_node):
+            cost = sum(c for c, _ in combo)
+            if best is not None and cost >= best:
+                continue
+            if _pods_fit(pods, specs, [supply for _, supply in combo], profile_of):
+                best = cost
+    return best
+
+
+def _supplies(spec: Mapping[str, Any], needed: Sequence[str]) -> list[tuple[int, dict[str, int]]]:
+    """(cards reconfigured, what the node offers) for every state its cards may take."""
+    family, cards, layout, bound = spec["family"], spec["cards"], spec["layout"], spec["bound"]
+    names = [n for n in needed if MIG_FAMILIES[family].profile(n) is not None]
+    current: list[dict[str, int] | None] = ([dict(layout)] if layout else []) + [None] * (
+        cards - (1 if layout else 0)
+    )
+    if bound:  # busy: kept as is, minus what is in use
+        offer: dict[str, int] = Counter()
+        for state in current:
+            if state is None:
+                offer["gpu"] += 1
+            else:
+                for p, c in state.items():
+                    offer[p] += c
+        for r, u in bound.items():
+            offer["gpu" if r == "nvidia.com/gpu" else r.removeprefix("nvidia.com/mig-")] -= u
+        return [(0, dict(offer))]
+    layouts = _feasible_over(family, names) if names else []
+    options_per_card = []
+    for state in current:
+        opts = [(0, state)]
+        if state is not None:
+            opts.append((1, None))
+        opts += [(1, lay) for lay in layouts if lay != state and (state is not None or lay)]
+        options_per_card.append(opts)
+    best: dict[tuple[tuple[str, int], ...], int] = {}
+    for combo in itertools.product(*options_per_card):
+        offer = Counter()
+        for _, state in combo:
+            if state is None:
+                offer["gpu"] += 1
+            else:
+                for p, c in state.items():
+                    offer[p] += c
+        key = tuple(sorted(offer.items()))
+        cost = sum(c for c, _ in combo)
+        best[key] = min(best.get(key, cost), cost)
+    return [(cost, dict(key)) for key, cost in sorted(best.items(), key=lambda kv: kv[1])]
+
+
+def _pods_fit(
+    pods: Sequence[PodRequest],
+    specs: Sequence[Mapping[str, Any]],
+    supplies: Sequence[Mapping[str, int]],
+    profile_of: Mapping[str, str],
+) -> bool:
+    free = [
+        {**supply, "cpu": s["cpu"], "pods": 110 - (1 if s["bound"] else 0)}
+        for s, supply in zip(specs, supplies, strict=True)
+    ]
+
+    def needs(pod: PodRequest, i: int) -> dict[str, int] | None:
+        want = {"cpu": pod.request("cpu"), "pods": 1}
+        if pod.slice == "mig":
+            p = profile_of[pod.node]
+            fam = MIG_FAMILIES[specs[i]["family"]]
+            prof = fam.profile(p)
+            if prof is None or prof.usable_mib < (pod.gpu_memory_mib or 0):
+                return None
+            want[p] = 1
+        elif pod.request("nvidia.com/gpu"):
+            want["gpu"] = pod.request("nvidia.com/gpu")
+        return want
+
+    order = sorted(pods, key=lambda p: p.pod)
+
+    def place(k: int, floor: dict[str, int]) -> bool:
+        if k == len(order):
+            return True
+        pod = order[k]
+        start = floor.get(pod.node, 0)
+        for i in range(start, len(free)):
+            want = needs(pod, i)
+            if want is None or any(free[i].get(r, 0) < u for r, u in want.items()):
+                continue
+            for r, u in want.items():
+                free[i][r] = free[i].get(r, 0) - u
+            if place(k + 1, {**floor, pod.node: i}):
+                return True
+            for r, u in want.items():
+                free[i][r] += u
+        return False
+
+    return place(0, {})
+
+
+# -- planning laws -----------------------------------------------------------------------------------
+
+
+def assert_valid(result: Any, nodes: Sequence[NodeState]) -> None:
+    """The placement passes the packing checker, every layout the layout checkers."""
+    from vfcore.mig import mix_reasons
+
+    assert (
+        check_placement(
+            result.pods, result.nodes, result.packing.assignments, extra_reasons=mix_reasons
+        )
+        == ()
+    )
+    for plan_node in result.mig.nodes:
+        for card in plan_node.cards:
+            placed = [Placement(i.start, i.profile) for i in card.instances if i.start is not None]
+            if placed:
+                assert independent_check(plan_node.family, placed), card
+    assert_config_realises(result.mig, nodes)
+
+
+def assert_config_realises(mig: MigPlan, nodes: Sequence[NodeState]) -> None:
+    """The mig-parted YAML parses, equals the config, and realises exactly the planned cards."""
+    config = yaml.safe_load(mig.mig_parted_yaml())
+    assert config == mig.mig_parted_config()
+    assert config["version"] == "v1"
+    by_name = {n.name: n for n in nodes}
+    for plan_node in mig.nodes:
+        if not plan_node.touched:
+            assert plan_node.config_name is None
+            continue
+        entries = config["mig-configs"][plan_node.config_name]
+        count = by_name[plan_node.node].gpu.count  # type: ignore[union-attr]
+        covered = sorted(d for e in entries for d in e["devices"])
+        assert covered == list(range(count)), entries
+        for entry in entries:
+            for index in entry["devices"]:
+                card = plan_node.cards[index]
+                assert card.index == index
+                assert entry["mig-enabled"] is card.mig_enabled
+                if card.mig_enabled:
+                    assert entry["mig-devices"] == dict(card.profiles)
+                    assert brute_force_fits(plan_node.family, entry["mig-devices"])
+                else:
+                    assert "mig-devices" not in entry
+
+
+@settings(max_examples=120, deadline=None)
+@given(node_specs(), pod_specs())
+@example(
+    [{"name": "n0", "family": "H100-80GB", "cards": 1, "layout": None, "bound": {}, "cpu": 16000}],
+    [mig_pod("m0", r, 9) for r in range(7)],
+)
+def test_mix_planning_agrees_with_brute_force_on_tiny_clusters(specs, pods):
+    nodes = build_nodes(specs)
+    result = pack_mix(pods, nodes, config=CONFIG)
+    truth = oracle_plan(specs, pods)
+    event("does not fit" if truth is None else f"fits, {min(truth, 2)}+ card(s) reconfigured")
+    assert result.packing.feasible is (truth is not None), (result.packing.report, truth)
+    assert_valid(result, nodes)
+    if truth is not None:
+        assert result.packing.unplaced == ()
+        assert result.mig.cards_reconfigured == truth
+        assert result.mig.cards_lower_bound is not None
+        assert result.mig.cards_lower_bound <= truth
+        if result.packing.report.status == "OPTIMAL":
+            assert result.mig.cards_lower_bound == truth
+
+
+@settings(max_examples=60, deadline=None)
+@given(node_specs(max_nodes=2), pod_specs(), st.integers(1, 3))
+def test_more_idle_cards_never_make_a_fitting_plan_fail(specs, pods, extra):
+    nodes = build_nodes(specs)
+    before = pack_mix(pods, nodes, config=CONFIG)
+    assume(before.packing.feasible is True)
+    more = [*nodes, mig_node("zz-idle", specs[0]["family"], cards=extra)]
+    after = pack_mix(pods, more, config=CONFIG)
+    assert after.packing.feasible is True
+    assert after.mig.cards_reconfigured <= before.mig.cards_reconfigured
+    assert_valid(after, more)
+
+
+@settings(max_examples=80, deadline=None)
+@given(node_specs(), pod_specs())
+def test_a_plan_never_reconfigures_a_busy_card(specs, pods):
+    nodes = build_nodes(specs)
+    result = pack_mix(pods, nodes, config=CONFIG)
+    busy = {s["name"] for s in specs if s["bound"]}
+    for plan_node in result.mig.nodes:
+        if plan_node.node in busy:
+            assert not plan_node.touched and plan_node.cards == ()
+    for n in result.nodes:  # a busy node advertises exactly what it advertised before
+        if n.name in busy:
+            assert n.allocatable == next(m for m in nodes if m.name == n.name).allocatable
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = dict(doc)
+    doc["solver"] = {k: v for k, v in doc["solver"].items() if k != "wall_s"}
+    return doc
+
+
+@settings(max_examples=40, deadline=None)
+@given(node_specs(), pod_specs(), st.randoms(use_true_random=False))
+def test_mix_planning_is_deterministic_and_order_independent(specs, pods, rnd: random.Random):
+    nodes = build_nodes(specs)
+    cluster = ClusterSnapshot.of(nodes)
+    first = plan_pods(pods, cluster, gpu_mode="mix", solver=CONFIG, predict_scheduler=False)
+    shuffled_pods, shuffled_nodes = list(pods), list(nodes)
+    rnd.shuffle(shuffled_pods)
+    rnd.shuffle(shuffled_nodes)
+    again = plan_pods(
+        shuffled_pods,
+        ClusterSnapshot.of(shuffled_nodes),
+        gpu_mode="mix",
+        solver=CONFIG,
+        predict_scheduler=False,
+    )
+    a, b = _comparable(first.to_dict()), _comparable(again.to_dict())
+    a.pop("pods"), b.pop("pods")  # the input pods, echoed in input order
+    assert a == b
+
+
+@settings(max_examples=40, deadline=None)
+@given(node_specs(max_nodes=2), pod_specs())
+def test_unknown_occupancy_is_bracketed(specs, pods):
+    """Fits with the unknown node full; does-not-fit only if it cannot fit with it empty."""
+    nodes = build_nodes(specs)
+    hidden = mig_node("zz-unknown", specs[0]["family"], cards=2, unknown=True)
+    plan = plan_pods(
+        pods,
+        ClusterSnapshot.of([*nodes, hidden]),
+        gpu_mode="mix",
+        solver=CONFIG,
+        predict_scheduler=False,
+    )
+    known = pack_mix(pods, nodes, config=CONFIG).packing.feasible
+    empty = pack_mix(pods, [*nodes, hidden.as_empty()], config=CONFIG).packing.feasible
+    expected = "fits" if known else ("does-not-fit" if empty is False else "unknown")
+    assert plan.verdict == expected
+    assert "zz-unknown" not in set(plan.placement.values()) or plan.verdict != "fits"

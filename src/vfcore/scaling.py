@@ -1641,16 +1641,25 @@ def _changed_in_period(events: Sequence[ScaleEvent], period_s: int, now_s: float
     return sum(e.change for e in events if e.at_s > cutoff)
 
 
-def _scale_up_limit(
+def _rate_limit(
     current: int,
     ups: Sequence[ScaleEvent],
     downs: Sequence[ScaleEvent],
     rules: ScalingRules,
     now_s: float,
+    *,
+    up: bool,
 ) -> int:
+    """The bound the rate policies put on one sync, upwards or downwards.
+
+    As the HPA computes it: each policy proposes a limit from the replica count
+    at the start of its period; ``selectPolicy: Min`` keeps the smallest change
+    (the lowest limit upwards, the highest downwards), ``Max`` the largest.
+    """
     if rules.select_policy == "Disabled":
         return current
-    pick_min = rules.select_policy == "Min"
+    smallest_change = rules.select_policy == "Min"
+    choose = min if smallest_change == up else max
     result: int | None = None
     for policy in rules.policies or ():
         start = (
@@ -1659,45 +1668,14 @@ def _scale_up_limit(
             + _changed_in_period(downs, policy.period_s, now_s)
         )
         if policy.type == "Pods":
-            proposed = start + policy.value
-        else:
+            proposed = start + policy.value if up else start - policy.value
+        elif up:
             proposed = math.ceil(float(start) * (1 + float(policy.value) / 100))
-        if result is None:
-            result = proposed
-        else:
-            result = min(result, proposed) if pick_min else max(result, proposed)
-    if result is None:
-        return _INT32_MAX if pick_min else -_INT32_MAX - 1
-    return result
-
-
-def _scale_down_limit(
-    current: int,
-    ups: Sequence[ScaleEvent],
-    downs: Sequence[ScaleEvent],
-    rules: ScalingRules,
-    now_s: float,
-) -> int:
-    if rules.select_policy == "Disabled":
-        return current
-    pick_min_change = rules.select_policy == "Min"
-    result: int | None = None
-    for policy in rules.policies or ():
-        start = (
-            current
-            - _changed_in_period(ups, policy.period_s, now_s)
-            + _changed_in_period(downs, policy.period_s, now_s)
-        )
-        if policy.type == "Pods":
-            proposed = start - policy.value
         else:
             proposed = int(float(start) * (1 - float(policy.value) / 100))
-        if result is None:
-            result = proposed
-        else:
-            result = max(result, proposed) if pick_min_change else min(result, proposed)
-    if result is None:
-        return -_INT32_MAX - 1 if pick_min_change else _INT32_MAX
+        result = proposed if result is None else choose(result, proposed)
+    if result is None:  # no policy: no limit in the direction that is chosen
+        return _INT32_MAX if choose is min else -_INT32_MAX - 1
     return result
 
 
@@ -1714,7 +1692,7 @@ def _rate_limited(
 ) -> tuple[int, str]:
     """``convertDesiredReplicasWithBehaviorRate``."""
     if desired > current:
-        limit = _scale_up_limit(current, ups, downs, up_rules, now_s)
+        limit = _rate_limit(current, ups, downs, up_rules, now_s, up=True)
         limit = max(limit, current)
         if hpa_max > limit:
             allowed, reason = limit, "ScaleUpLimit"
@@ -1723,7 +1701,7 @@ def _rate_limited(
         if desired > allowed:
             return allowed, reason
     elif desired < current:
-        limit = _scale_down_limit(current, ups, downs, down_rules, now_s)
+        limit = _rate_limit(current, ups, downs, down_rules, now_s, up=False)
         limit = min(limit, current)
         if hpa_min < limit:
             allowed, reason = limit, "ScaleDownLimit"

@@ -25,7 +25,7 @@ def run_vf(
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
 

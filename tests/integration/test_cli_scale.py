@@ -7,48 +7,15 @@ input, reported as ``error: <rule>`` with a hint and never a traceback.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.integration.cli_helpers import REPO, assert_bad_input, one_json_document, run_vf
+
 FLOW = REPO / "examples" / "realtime_scaling.py"
 OBSERVATIONS = REPO / "examples" / "observations.json"
 GPU_POOL = REPO / "examples" / "clusters" / "gpu-pool"
-VF_SCRIPT = Path(sys.executable).parent / "vf"
-
-
-def run_vf(*args: object, script: bool = False) -> subprocess.CompletedProcess[str]:
-    command = [str(VF_SCRIPT)] if script else [sys.executable, "-m", "vfadapters.cli"]
-    env = {k: v for k, v in os.environ.items() if k != "VF_DEBUG"}
-    return subprocess.run(
-        [*command, *map(str, args)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def one_json_document(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert result.stdout.strip(), f"no JSON on stdout; stderr:\n{result.stderr}"
-    doc = json.loads(result.stdout)
-    assert isinstance(doc, dict)
-    return doc
-
-
-def assert_clean_error(result: subprocess.CompletedProcess[str], rule: str) -> None:
-    assert result.returncode == 2, result.stderr
-    assert f"error: {rule}" in result.stderr
-    assert "hint:" in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_vf_scale_answers_on_the_example_in_text():
@@ -147,17 +114,17 @@ def test_vf_scale_refuses_bad_observations_with_a_rule_and_a_hint(
     path = tmp_path / "obs.json"
     path.write_text(content)
     result = run_vf("scale", FLOW, "--observations", path, "--json")
-    assert_clean_error(result, rule)
+    assert_bad_input(result, rule)
     assert fragment in result.stderr
     assert one_json_document(result)["error"]["rule"] == rule
 
 
 def test_vf_scale_refuses_a_missing_file_and_a_bad_target(tmp_path: Path):
-    assert_clean_error(
+    assert_bad_input(
         run_vf("scale", FLOW, "--observations", tmp_path / "nope.json"), "observations-not-found"
     )
     result = run_vf("scale", FLOW, "--observations", OBSERVATIONS, "--target", "0")
-    assert_clean_error(result, "invalid-scaling-rule")
+    assert_bad_input(result, "invalid-scaling-rule")
     assert "--target 0 must be >= 1" in result.stderr
 
 

@@ -718,3 +718,24 @@ def test_the_examples_in_docs_scaling_md_hold():
     )
     assert result.attempted > 0
     assert result.failed == 0
+
+
+@pytest.mark.parametrize(
+    ("up", "select", "expected"),
+    [
+        (True, "Max", 20),  # Pods 4 → 14, Percent 100 → 20: the largest change
+        (True, "Min", 14),
+        (False, "Max", 5),  # Pods 4 → 6, Percent 50 → 5: the largest change downwards
+        (False, "Min", 6),
+    ],
+    ids=["up-max", "up-min", "down-max", "down-min"],
+)
+def test_rate_policies_combine_by_select_policy_in_both_directions(up, select, expected):
+    from vfcore.scaling import _rate_limit
+
+    percent = 100 if up else 50
+    rules = ScalingRules(
+        policies=(ScalingPolicy("Pods", 4, 60), ScalingPolicy("Percent", percent, 60)),
+        select_policy=select,
+    )
+    assert _rate_limit(10, (), (), rules, 0.0, up=up) == expected

@@ -13,8 +13,10 @@ $(BIN)/python:
 
 # The `torch` extra pins torch==2.13.0: pip takes the CPU wheel that lies on disk
 # on these machines. An unpinned torch would pull a multi-GB CUDA build.
+# `make run` also installs the notebooks extra (matplotlib, jupytext): the README
+# points a new user at notebooks/capacity_planning.py right after it.
 $(VENV)/.setup-run: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[solver,torch]'
+	$(PIP) install -e '.[solver,torch,notebooks]'
 	touch $@
 
 $(VENV)/.setup-dev: pyproject.toml | $(BIN)/python

@@ -23,16 +23,28 @@
 from dataclasses import replace
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt  # Jupyter shows the figures inline; MPLBACKEND still applies
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
+import vfcore
 from vfadapters.clusterload import load_cluster
 from vfadapters.loading import load_flow
 from vfcore import SolverConfig, explain, plan
 
-REPO = Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()
+
+def find_repository() -> Path:
+    """The checkout holding examples/: above the working folder, or above vfcore's source."""
+    starts = (Path.cwd(), Path(vfcore.__file__).resolve().parent)
+    for start in starts:
+        for folder in (start, *start.parents):
+            if (folder / "examples" / "traffic.py").is_file():
+                return folder
+    raise FileNotFoundError(
+        "examples/traffic.py not found above the working folder or vfcore's source: "
+        "open this notebook from a vfcore checkout (any folder inside it works)"
+    )
+
+
+REPO = find_repository()
 spec = load_flow(str(REPO / "examples" / "traffic.py")).spec()
 cluster = load_cluster(str(REPO / "examples" / "clusters" / "gpu-pool"))
 SOLVER = SolverConfig.deterministic()  # same answer on every machine
@@ -85,7 +97,7 @@ ax.set_ylabel("nvidia.com/gpu")
 ax.set_title("GPUs per node")
 ax.legend(loc="upper right", fontsize=8)
 fig.tight_layout()
-fig.savefig(REPO / "notebooks" / "gpu_utilisation.png", dpi=80)
+plt.show()
 print(dict(zip(names, free_after, strict=True)))
 
 # %% [markdown]
@@ -131,7 +143,7 @@ ax.set_xlabel("detector replicas (1 GPU each)")
 ax.set_ylabel("nodes used")
 ax.legend(fontsize=8)
 fig.tight_layout()
-fig.savefig(REPO / "notebooks" / "detector_sweep.png", dpi=80)
+plt.show()
 free_gpus = sum(u.free_before or 0 for u in gpu_rows)
 print(f"the detector fits up to {fits_up_to} replicas; the pool had {free_gpus} free GPUs")
 assert fits_up_to == free_gpus  # one GPU per replica: the exact answer is the free count

@@ -1,6 +1,6 @@
 """plan(): will a flow fit on a cluster, where will each pod land, and what if not?
 
-The verdict is three-valued (DESIGN.md). With ``K`` the nodes whose occupancy
+The verdict is three-valued (docs/planning.md). With ``K`` the nodes whose occupancy
 is known and ``U`` those whose occupancy is unknown:
 
 - **fits** if the pods fit on ``K`` alone — i.e. even if every unknown node is full;

@@ -175,7 +175,7 @@ class Backlog:
 
 @dataclass(frozen=True, slots=True)
 class Unobserved:
-    """A parent whose backlog could not be read (DESIGN.md's ``Unknown(reason)``).
+    """A parent whose backlog could not be read (docs/scaling.md's ``Unknown(reason)``).
 
     It is never read as zero: a decision with an unobserved parent is unknown.
     (:class:`vfcore.Unknown`, the cluster's unknown fact, is accepted too.)
@@ -1891,7 +1891,7 @@ def _obs_error(where: str, problem: str) -> InvalidInputError:
 
 
 def observations_from_dict(doc: object) -> dict[str, NodeObservation]:
-    """Parse an observations document (DESIGN.md's ``--observations`` format).
+    """Parse an observations document (the ``--observations`` format of docs/scaling.md).
 
     ``{"<node>": {"current": 2, "parents": {"<parent>": {"pending": 120,
     "ack_pending": 3} | {"unknown": "<reason>"}}}}``. ``current`` may be

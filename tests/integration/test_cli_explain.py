@@ -1,4 +1,4 @@
-"""`vf explain` end to end: real subprocesses, real files, the DESIGN.md contract.
+"""`vf explain` end to end: real subprocesses, real files, the contract in docs/cli.md.
 
 Exit codes: 0 ok, 2 usage error or invalid input. ``--json`` prints exactly one
 JSON document on stdout. Bad input is reported as ``error: <rule>`` with a

@@ -1,4 +1,4 @@
-"""`vf scale` end to end: the real `vf` in a subprocess, real files, the DESIGN.md contract.
+"""`vf scale` end to end: the real `vf` in a subprocess, real files, the contract in docs/cli.md.
 
 Exit codes: 0 when it answers (an unknown decision is an answer), 2 for bad
 input, reported as ``error: <rule>`` with a hint and never a traceback.

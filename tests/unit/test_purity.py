@@ -1,6 +1,6 @@
 """vfcore is pure: no I/O, no hidden state, no heavy or adapter imports.
 
-DESIGN.md's one architectural rule, enforced by an AST scan of every module
+The one architectural rule (README, Layout), enforced by an AST scan of every module
 under ``src/vfcore``. The scanner is tested too: each forbidden pattern is fed
 to it as a small source string and must be flagged, and allowed look-alikes
 (``random.Random(3)``, ``node.open()``) must not be.
@@ -236,7 +236,7 @@ def test_the_scan_covers_the_package() -> None:
 def test_vfcore_module_is_pure(path: Path) -> None:
     rel = path.relative_to(SRC.parent).as_posix()
     violations = scan_source(path.read_text(encoding="utf-8"), rel, _module_name(path))
-    assert not violations, "vfcore must do no I/O (DESIGN.md):\n" + "\n".join(
+    assert not violations, "vfcore must do no I/O (README, Layout):\n" + "\n".join(
         str(v) for v in violations
     )
 

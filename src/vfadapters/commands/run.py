@@ -1,7 +1,7 @@
 """``vf run FLOW``: run a flow locally, one process per replica.
 
 Live progress goes to stderr (a table when stderr is a terminal); the summary
-goes to stdout, or, with ``--json``, the DESIGN.md ``run`` document. Exit
+goes to stdout, or, with ``--json``, the ``run`` document of docs/cli.md. Exit
 codes: 0 completed, 1 failed (a node's open() raised, a replica kept dying…),
 2 invalid flow or options, 3 ``--gpu-policy strict`` refused, 130 stopped by
 SIGINT/SIGTERM.

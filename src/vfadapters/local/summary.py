@@ -1,8 +1,8 @@
 """What a local run reports: per node, per edge, and for the whole run.
 
 :class:`RunSummary` is what :func:`vfadapters.local.run` returns and what
-``vf run --json`` prints (its ``to_dict()``, a superset of DESIGN.md's ``run``
-document).
+``vf run --json`` prints (its ``to_dict()``, a superset of the ``run`` document
+in docs/cli.md).
 """
 
 from __future__ import annotations

@@ -124,7 +124,9 @@ def pod_requests(
     """Every pod the flow creates, in spec order, replicas in order.
 
     ``resources`` overrides (or adds) per-node requests: ``{"detector": {"cpu": "2"}}``;
-    naming a node the flow lacks is an error (``unknown-node``).
+    naming a node the flow lacks is an error (``unknown-node``), and so is an
+    override that is not a quantity (``invalid-quantity``), zero or negative
+    (``quantity-not-positive``) or over 2**50 units (``quantity-out-of-range``).
     """
     spec = to_spec(flow_or_spec)
     mode = check_gpu_mode(gpu_mode)
@@ -143,10 +145,20 @@ def pod_requests(
         if parameter_issues(node):
             continue  # validate() reports it; an invalid node has no pods
         declared: dict[str, str | int | float] = dict(node.requests)
-        declared.update(overrides.get(node.name, {}))
+        given = dict(overrides.get(node.name, {}))
+        declared.update(given)
         units: dict[str, int] = {}
         for resource, quantity in sorted(declared.items()):
             value = canonical_units(resource, quantity, what=f"{node.name} requests {resource}")
+            if resource in given and value <= 0:
+                raise InvalidInputError(
+                    "quantity-not-positive",
+                    f"--resources {node.name}={resource}:{given[resource]} is "
+                    f"{'zero' if value == 0 else 'negative'}: an override must request "
+                    "more than nothing",
+                    f"give a positive quantity like {resource}:2, or drop the override "
+                    "to keep the flow's own request",
+                )
             if value > 0:
                 units[resource] = value
         kind: SliceKind = "none"

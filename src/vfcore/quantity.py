@@ -8,6 +8,14 @@ and the suffix is a binary SI one (``Ki Mi Gi Ti Pi Ei``), a decimal SI one
 vfcore keeps every resource as an integer in a canonical unit, rounding up as
 Kubernetes does: cpu in millicores (``cpu_millis("0.5") == 500``), memory and
 storage in bytes, everything else (pods, ``nvidia.com/gpu``…) in whole units.
+
+**Bounds.** A quantity is at most :data:`MAX_QUANTITY_CHARS` (64) characters
+and its canonical value at most :data:`MAX_UNITS` (2**50) in magnitude: 1 PiB
+of memory, about 10**12 cpu cores, 10**15 GPUs — far beyond any node, and far
+below the solver's 64-bit integers, with room for 4096 such terms in one sum.
+``9999999999999999999Ei`` or a 5,001-digit number is ``quantity-out-of-range``
+/ ``invalid-quantity`` here; a cluster dump with one makes that node
+*unreadable* (:mod:`vfcore.kubeparse`), never a crash in the solver.
 """
 
 from __future__ import annotations
@@ -20,9 +28,12 @@ from vfcore.errors import InvalidInputError
 
 __all__ = [
     "CPU",
+    "MAX_QUANTITY_CHARS",
+    "MAX_UNITS",
     "MEMORY",
     "PODS",
     "canonical_units",
+    "format_human",
     "format_quantity",
     "parse_quantity",
 ]
@@ -31,6 +42,11 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 _BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
+
+#: The largest magnitude of a quantity in canonical units (see the module docstring).
+MAX_UNITS = 2**50
+#: The longest quantity text read; Kubernetes' own are a few characters.
+MAX_QUANTITY_CHARS = 64
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -67,6 +83,13 @@ def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
         return Fraction(repr(value))  # 0.1 is one tenth, not the binary float nearest to it
     if not isinstance(value, str):
         raise _bad(value, what)
+    if len(value) > MAX_QUANTITY_CHARS:
+        raise InvalidInputError(
+            "invalid-quantity",
+            f"{what} {value[:20]!r}… ({len(value)} characters) is longer than "
+            f"{MAX_QUANTITY_CHARS} characters, too long for a Kubernetes quantity",
+            "write it like 500m, 2, 2.5, 8Gi, 1e3",
+        )
     match = _PATTERN.match(value)  # no surrounding spaces: Kubernetes refuses them too
     if match is None:
         raise _bad(value, what)
@@ -96,11 +119,40 @@ def canonical_units(resource: str, value: object, *, what: str | None = None) ->
 
     >>> canonical_units("cpu", "250m"), canonical_units("memory", "1Ki"), canonical_units("pods", "110")
     (250, 1024, 110)
+
+    A magnitude over :data:`MAX_UNITS` raises ``quantity-out-of-range``.
     """
     q = parse_quantity(value, what=what or resource)
     if resource == CPU:
         q *= 1000
-    return math.ceil(q)
+    units = math.ceil(q)
+    if abs(units) > MAX_UNITS:
+        raise InvalidInputError(
+            "quantity-out-of-range",
+            f"{what or resource} {_brief(value)} is {_magnitude(units)} {_unit_of(resource)}, over "
+            f"vfcore's limit of {MAX_UNITS} (2**50: 1 PiB of memory, ~10**12 cpu cores)",
+            "a quantity that large is a mistake (a typo, a corrupted file): give the real value",
+        )
+    return units
+
+
+def _brief(value: object) -> str:
+    """A short repr: never a 5,000-character string or the digits of a 5,000-digit int."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"<an integer of about 10**{int(value.bit_length() * 0.30103)}>"
+    text = repr(value)
+    return text if len(text) <= 44 else text[:43] + "…"
+
+
+def _unit_of(resource: str) -> str:
+    if resource == CPU:
+        return "millicores"
+    return "bytes" if resource in _BYTE_RESOURCES else "units"
+
+
+def _magnitude(units: int) -> str:
+    """``about 10**37`` (from the bit length: a 5,001-digit int is never turned into text)."""
+    return f"about 10**{int(abs(units).bit_length() * 0.30103)}"
 
 
 def format_quantity(resource: str, units: int) -> str:
@@ -112,4 +164,29 @@ def format_quantity(resource: str, units: int) -> str:
             if units and units % size == 0:
                 return f"{units // size}{suffix}"
         return str(units)
+    return str(units)
+
+
+def format_human(resource: str, units: int) -> str:
+    """One unit per resource, for tables: cpu in cores, bytes in Gi with one decimal.
+
+    Every cpu value is in cores (``2500`` millicores → ``'2.5'``, ``250`` → ``'0.25'``),
+    every memory/storage value in GiB with one decimal (``'31.0Gi'``; a non-zero
+    value under 0.05 GiB is ``'<0.1Gi'``, never ``'0.0Gi'``); other resources in
+    whole units. A column of a table then reads in one unit, whatever unit the
+    cluster dump used (``191100000Ki``, ``31674Mi`` and ``31Gi`` all become Gi).
+
+    >>> format_human("cpu", 32000), format_human("cpu", 250), format_human("memory", 191100000 * 1024)
+    ('32', '0.25', '182.2Gi')
+    >>> format_human("memory", 31674 * 2**20), format_human("memory", 2**20), format_human("memory", 0)
+    ('30.9Gi', '<0.1Gi', '0.0Gi')
+    """
+    if resource == CPU:
+        whole, millis = divmod(abs(units), 1000)
+        text = str(whole) if not millis else f"{whole}.{millis:03d}".rstrip("0")
+        return f"-{text}" if units < 0 else text
+    if resource in _BYTE_RESOURCES:
+        tenths = math.floor(Fraction(abs(units) * 10, 2**30) + Fraction(1, 2))  # half up
+        text = "<0.1Gi" if units and not tenths else f"{tenths // 10}.{tenths % 10}Gi"
+        return f"-{text}" if units < 0 else text
     return str(units)

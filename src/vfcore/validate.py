@@ -184,6 +184,14 @@ class _Validator:
 
     def run(self) -> list[Issue]:
         spec = self.spec
+        if not spec.nodes:  # nothing to run, plan or deploy: "valid" and "fits" would mislead
+            self.add(
+                "invalid-spec",
+                None,
+                f"flow {spec.name!r} has no nodes",
+                "a flow needs at least a producer and a consumer; write the spec as "
+                "FlowSpec.to_json() does",
+            )
         for node in spec.nodes:
             problems = parameter_issues(node)
             if problems:

@@ -146,3 +146,26 @@ def test_bad_inputs_exit_2_without_traceback(tmp_path):
     )
     usage = run_vf("plan", TRAFFIC)
     assert usage.returncode == 2 and "--cluster" in usage.stderr
+
+
+def test_resources_override_refuses_negative_zero_and_absurd_quantities(tmp_path):
+    base = ("plan", STRANDING, "--cluster", CLUSTERS / "two-4gpu", "--resources")
+    for option, rule in [
+        ("encode=cpu:-100", "quantity-not-positive"),
+        ("encode=cpu:0", "quantity-not-positive"),
+        ("encode=memory:9999999999999999999Ei", "quantity-out-of-range"),
+        ("encode=cpu:" + "9" * 5001, "invalid-quantity"),
+        ("encode=cpu:NaN", "invalid-quantity"),
+    ]:
+        result = run_vf(*base, option)
+        assert_bad_input(result, rule)
+        assert len(result.stderr) < 2000  # the 5,001 digits are not echoed back
+
+
+def test_a_spec_without_nodes_is_invalid(tmp_path):
+    spec = tmp_path / "empty.json"
+    spec.write_text('{"name": "empty", "flow_type": "batch", "nodes": []}', encoding="utf-8")
+    result = run_vf("plan", spec, "--cluster", CLUSTERS / "two-4gpu")
+    assert_bad_input(result, "invalid-spec")
+    assert "has no nodes" in result.stderr
+    assert "FITS" not in result.stdout

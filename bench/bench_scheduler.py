@@ -34,7 +34,7 @@ from typing import TypeVar
 from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, NodeState, Taint, node
 from vfcore.fit import fits
-from vfcore.scheduler import ScoringConfig, Simulation, node_score, simulate
+from vfcore.placement.scheduler import ScoringConfig, Simulation, node_score, simulate
 
 TARGET_S = 10.0
 T = TypeVar("T")

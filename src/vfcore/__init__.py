@@ -223,7 +223,8 @@ def __getattr__(name: str) -> object:
     module_name = _LAZY_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
-    from vfcore import devices, mig, scaling, scheduler
+    from vfcore import devices, mig, scaling
+    from vfcore.placement import scheduler
 
     modules = {"scheduler": scheduler, "scaling": scaling, "devices": devices, "mig": mig}
     module = modules[module_name]

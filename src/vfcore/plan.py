@@ -490,7 +490,7 @@ def _with_unknown_note(result: PackingResult, optimistic: PackingResult) -> Pack
 
 
 def _with_scheduler(out: Plan, pods: Sequence[PodRequest], cluster: ClusterSnapshot) -> Plan:
-    from vfcore.scheduler import predict_for_plan
+    from vfcore.placement.scheduler import predict_for_plan
 
     return replace(out, scheduler=predict_for_plan(pods, cluster, out))
 

@@ -1,7 +1,7 @@
 """Laws of the scheduler model, against a brute-force oracle on small instances.
 
 The oracle enumerates every node-level tie-break (no equivalence classes, no
-memo) with :func:`vfcore.fit.fits` and :func:`vfcore.scheduler.node_score`, so
+memo) with :func:`vfcore.fit.fits` and :func:`vfcore.placement.scheduler.node_score`, so
 it checks the model's node classes, search and bookkeeping independently.
 """
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, NodeState, Taint, node
 from vfcore.fit import fits
-from vfcore.scheduler import (
+from vfcore.placement.scheduler import (
     ScoringConfig,
     claim_size,
     node_score,

@@ -14,7 +14,7 @@ from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, NodeState, Taint, node
 from vfcore.errors import InvalidInputError
 from vfcore.fit import SELECTOR_MISMATCH, fits
-from vfcore.scheduler import (
+from vfcore.placement.scheduler import (
     DEFAULT_MEMORY_REQUEST,
     Remedy,
     SchedulerPrediction,

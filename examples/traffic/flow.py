@@ -22,13 +22,15 @@
 - ``fuse``: a join of tracker and pose, replicated and partitioned by trace id
   so both halves of a frame meet on one replica.
 - ``events``: writes one JSON line per frame to ``$TRAFFIC_EVENTS`` (default
-  ``traffic-events.jsonl``).
+  ``<temp dir>/vf-traffic/events.jsonl``, e.g. ``/tmp/vf-traffic/events.jsonl``,
+  replaced by each run; the run's log names it).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import zlib
 from typing import Any
 
@@ -249,12 +251,16 @@ class Fuse(ProcessorNode):
 
 
 class Events(ConsumerNode):
-    """JSON lines, one per frame, to $TRAFFIC_EVENTS (default traffic-events.jsonl)."""
+    """JSON lines, one per frame, to $TRAFFIC_EVENTS (default <temp dir>/vf-traffic/events.jsonl)."""
 
-    def open(self) -> None:
-        self.path = os.environ.get("TRAFFIC_EVENTS", "traffic-events.jsonl")
+    def open(self, ctx: Any) -> None:
+        self.path = os.environ.get("TRAFFIC_EVENTS") or os.path.join(
+            tempfile.gettempdir(), "vf-traffic", "events.jsonl"
+        )
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
         self.count = 0
+        ctx.logger.info("writing one JSON line per frame to %s", self.path)
 
     def consume(self, event: dict[str, Any], ctx: Any) -> None:
         self.file.write(json.dumps(event) + "\n")

@@ -2,9 +2,9 @@
 
 Live progress goes to stderr (a table when stderr is a terminal); the summary
 goes to stdout, or, with ``--json``, the ``run`` document of docs/cli.md. Exit
-codes: 0 completed, 1 failed (a node's open() raised, a replica kept dying…),
-2 invalid flow or options, 3 ``--gpu-policy strict`` refused, 130 stopped by
-SIGINT/SIGTERM.
+codes: 0 completed, 1 failed (a node's open() or close() raised, a replica kept
+dying…), 2 invalid flow or options, 3 ``--gpu-policy strict`` refused, 130
+stopped by SIGINT/SIGTERM (to ``vf`` alone or to its whole process group).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
         type=float,
         default=10.0,
         metavar="S",
-        help="on Ctrl-C, how long in-flight work may drain (10)",
+        help="on Ctrl-C or SIGTERM, how long in-flight work may drain (10)",
     )
     p.add_argument(
         "--retries",
@@ -45,7 +45,8 @@ def register(sub: Any) -> None:
         "--dead-letters",
         metavar="PATH",
         default=None,
-        help="dead-letter file, JSON lines (default: <flow>.dead-letters.jsonl)",
+        help="append dead letters (JSON lines) to this file; it is never truncated "
+        "(default: a new <flow>.<run id>.dead-letters.jsonl per run, created on the first one)",
     )
     p.add_argument(
         "--gpu-policy",
@@ -93,6 +94,13 @@ def register(sub: Any) -> None:
         metavar="N",
         help="messages each input buffer holds (4096)",
     )
+    p.add_argument(
+        "--stall-warning",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="warn about a node that makes no progress for S seconds (10; 0: never)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no live table, even on a terminal")
     p.add_argument(
         "--start-method",
@@ -123,6 +131,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             buffer_messages=args.buffer_messages,
             progress=False if args.no_progress else None,
             start_method=args.start_method,
+            stall_warning_s=args.stall_warning,
         )
     except GpuRefusedError as exc:
         _report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
@@ -198,7 +207,16 @@ def print_summary(doc: dict[str, Any], out: TextIO) -> None:
                 f"  {e['at_s']:7.2f} s  {e['node']}: {e['from']} → {e['to']} ({e['reason']})\n"
             )
     if doc["dead_letters"]:
-        out.write(f"\ndead letters: {doc['dead_letters']} in {doc['dead_letter_path']}\n")
+        out.write(f"\ndead letters: {doc['dead_letters']} appended to {doc['dead_letter_path']}\n")
+    stalls = doc.get("stalls") or []
+    if stalls:
+        out.write(f"\nno progress (warned after {doc['stall_warning_s']:g} s without any)\n")
+        for s in stalls:
+            until = "then progressed again" if s["resumed"] else "and never again"
+            out.write(
+                f"  {s['node']}: {s['duration_s']:.1f} s from {s['at_s']:.1f} s, {until}: "
+                f"{s['detail']}\n"
+            )
     if doc["redelivered"]:
         out.write(
             f"\nredelivered after restarts: {doc['redelivered']} message(s) "

@@ -24,6 +24,7 @@ from vfadapters.local.summary import (
     RunStatus,
     RunSummary,
     ScalingEvent,
+    Stall,
 )
 from vfadapters.local.worker import Context
 from vfcore import Flow
@@ -37,6 +38,7 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "ScalingEvent",
+    "Stall",
     "run",
 ]
 
@@ -61,6 +63,7 @@ def run(
     log_level: int = logging.INFO,
     log_sink: Callable[[int, str], None] | None = None,
     gpu_inventory: Any = None,
+    stall_warning_s: float = 10.0,
 ) -> RunSummary:
     """Run ``flow`` (a :class:`vfcore.Flow`, or ``path/flow.py[:factory]``) to its end.
 
@@ -71,8 +74,12 @@ def run(
     invalid flow and :class:`vfcore.InvalidInputError` for bad options.
 
     ``retries``: extra attempts for a message whose processing raises, before it
-    goes to the dead-letter file (``dead_letters``, default
-    ``<flow>.dead-letters.jsonl``). ``gpu_policy='strict'`` refuses to start when
+    is appended to the dead-letter file: ``dead_letters`` when given (an
+    existing file is appended to, never truncated), else a new file per run,
+    ``<flow>.<run id>.dead-letters.jsonl`` in the current folder, created only
+    when a first letter is written; ``summary.dead_letter_path`` says which.
+    ``stall_warning_s``: warn (and list in ``summary.stalls``) about a node
+    that makes no progress for that long (0: never). ``gpu_policy='strict'`` refuses to start when
     the host's GPUs do not cover the flow (:class:`GpuRefusedError`).
     ``autoscale``: competing processors grow from ``nb_tasks`` up to
     ``max_replicas`` and back with their backlog (``scale_target`` messages per
@@ -97,5 +104,6 @@ def run(
         log_level=log_level,
         log_sink=log_sink,
         gpu_inventory=None if gpu_inventory is None else tuple(gpu_inventory),
+        stall_warning_s=stall_warning_s,
     )
     return execute(flow, options)

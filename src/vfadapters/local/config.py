@@ -41,6 +41,7 @@ class SLOT:
     RECEIVED = 9
     EMITTED = 10
     FILTERED = 11
+    NONES = 12  # producers: next() calls that returned None ("nothing now")
     FIELDS = 16
 
     # STATE values

@@ -17,6 +17,7 @@ import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import pickle
+import re
 import secrets
 import signal
 import sys
@@ -24,13 +25,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from vfadapters.local.config import CTL, SLOT, EdgeOut, WorkerConfig, slot_base
 from vfadapters.local.ring import MC, ME, MW, RD, WAITS, Ring, RingHandle
-from vfadapters.local.shm import Segment, run_prefix, sweep_stale, unlink_prefix
-from vfadapters.local.summary import EdgeSummary, NodeSummary, RunSummary, ScalingEvent
+from vfadapters.local.shm import (
+    Segment,
+    run_prefix,
+    run_semaphore_prefix,
+    sweep_stale,
+    unlink_prefix,
+)
+from vfadapters.local.summary import EdgeSummary, NodeSummary, RunSummary, ScalingEvent, Stall
 from vfcore import (
     REALTIME,
     Flow,
@@ -43,7 +49,14 @@ from vfcore import (
 )
 from vfcore.validate import effective_join_policy
 
-__all__ = ["GpuRefusedError", "RunOptions", "execute"]
+__all__ = [
+    "MAX_BUFFER_MIB",
+    "GpuRefusedError",
+    "RunOptions",
+    "check_dead_letter_path",
+    "default_dead_letter_name",
+    "execute",
+]
 
 log = logging.getLogger("vf.run")
 
@@ -51,6 +64,60 @@ log = logging.getLogger("vf.run")
 MAX_RESTARTS = 3
 #: After a forced stop, how long workers get to call close() before SIGKILL.
 CLOSE_GRACE_S = 2.0
+#: The largest input buffer (``buffer_mib``): a record's size is a 32-bit field.
+MAX_BUFFER_MIB = 2048
+#: The most messages one input buffer may be asked to hold (``buffer_messages``).
+MAX_BUFFER_MESSAGES = 1 << 24
+
+
+def default_dead_letter_name(flow: str, run_id: str) -> str:
+    """The dead-letter file a run writes when none is named: one per run, never reused.
+
+    >>> default_dead_letter_name("traffic", "1a2b3c4d")
+    'traffic.1a2b3c4d.dead-letters.jsonl'
+    """
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", flow).strip(".") or "flow"
+    return f"{safe}.{run_id}.dead-letters.jsonl"
+
+
+def check_dead_letter_path(path: str | os.PathLike[str]) -> str:
+    """The absolute path dead letters will be appended to, checked before anything starts.
+
+    The file is never truncated or removed: dead letters are appended to what
+    it holds (through a symbolic link, to its target). Refused with an
+    :class:`InvalidInputError`: a directory (``dead-letters-is-a-directory``), a
+    folder that does not exist (``dead-letters-folder-missing``), a file or
+    folder this user cannot write (``dead-letters-not-writable``).
+    """
+    text = os.fspath(path)
+    absolute = os.path.abspath(text)
+    hint = "give --dead-letters a file path in an existing, writable folder"
+    if os.path.isdir(absolute):
+        raise InvalidInputError(
+            "dead-letters-is-a-directory",
+            f"--dead-letters {text}: {absolute} is a directory, not a file",
+            f"name a file, e.g. --dead-letters {os.path.join(text, 'dead-letters.jsonl')}",
+        )
+    folder = os.path.dirname(absolute)
+    if not os.path.isdir(folder):
+        raise InvalidInputError(
+            "dead-letters-folder-missing",
+            f"--dead-letters {text}: the folder {folder} does not exist",
+            f"create it first (mkdir -p {folder}) or {hint}",
+        )
+    if os.path.exists(absolute):
+        writable = os.access(absolute, os.W_OK)
+        what = absolute
+    else:
+        writable = os.access(folder, os.W_OK | os.X_OK)
+        what = f"the folder {folder}"
+    if not writable:
+        raise InvalidInputError(
+            "dead-letters-not-writable",
+            f"--dead-letters {text}: {what} is not writable by this user",
+            hint,
+        )
+    return absolute
 
 
 class GpuRefusedError(InvalidInputError):
@@ -80,6 +147,7 @@ class RunOptions:
     batch_max: int = 1024
     log_sink: Callable[[int, str], None] | None = None
     gpu_inventory: tuple[Any, ...] | None = None  # tests: a fake host inventory
+    stall_warning_s: float = 10.0  # warn about a node without progress this long; 0: never
 
     def check(self) -> None:
         def bad(name: str, value: Any, hint: str) -> InvalidInputError:
@@ -95,14 +163,42 @@ class RunOptions:
             raise bad("max_replicas", self.max_replicas, "give a whole number >= 1")
         if not (isinstance(self.scale_target, int) and self.scale_target >= 1):
             raise bad("scale_target", self.scale_target, "give a backlog per replica >= 1")
-        if not (self.buffer_mib > 0 and self.buffer_messages >= 1):
+        if not (
+            isinstance(self.buffer_mib, int | float)
+            and 0 < self.buffer_mib <= MAX_BUFFER_MIB  # NaN and infinity fail too
+        ):
+            raise InvalidInputError(
+                "buffer-size-out-of-range",
+                f"buffer_mib={self.buffer_mib!r} is outside (0, {MAX_BUFFER_MIB}] MiB: each "
+                "input buffer is one shared-memory segment, and a batch's size is a "
+                "32-bit field",
+                f"give a size between 1 and {MAX_BUFFER_MIB} MiB (--buffer-mib, default 16)",
+            )
+        if not (
+            isinstance(self.buffer_messages, int)
+            and 1 <= self.buffer_messages <= MAX_BUFFER_MESSAGES
+        ):
+            raise InvalidInputError(
+                "buffer-size-out-of-range",
+                f"buffer_messages={self.buffer_messages!r} is outside [1, {MAX_BUFFER_MESSAGES:,}]",
+                "give a whole number of messages, e.g. 4096 (--buffer-messages, the default)",
+            )
+        if not (
+            isinstance(self.scale_interval_s, int | float) and 0 < self.scale_interval_s < math.inf
+        ):
+            raise bad("scale_interval_s", self.scale_interval_s, "give seconds > 0, e.g. 1")
+        if not (
+            isinstance(self.stall_warning_s, int | float) and 0 <= self.stall_warning_s < math.inf
+        ):
             raise bad(
-                "buffer_mib/buffer_messages",
-                (self.buffer_mib, self.buffer_messages),
-                "give positive sizes, e.g. buffer_mib=16, buffer_messages=4096",
+                "stall_warning_s",
+                self.stall_warning_s,
+                "give seconds >= 0 (0 turns the no-progress warning off), e.g. 10",
             )
         if self.start_method not in ("forkserver", "spawn"):
             raise bad("start_method", self.start_method, "use 'forkserver' or 'spawn'")
+        if self.dead_letter_path is not None:
+            check_dead_letter_path(self.dead_letter_path)
 
 
 @dataclass(slots=True)
@@ -132,6 +228,16 @@ class _Node:
     partitioned: bool = False  # replicas own keys: one input ring per replica
     in_rings: list[list[Ring]] = field(default_factory=list)  # [parent][owner]
     doorbells: list[Any] = field(default_factory=list)  # [owner]
+
+
+@dataclass(slots=True)
+class _Watch:
+    """What the no-progress watchdog remembers of one node."""
+
+    count: int  # processed + received when it last progressed
+    nones: int  # producers: next() calls that had returned None by then
+    since: float  # monotonic time of its last progress (or of nothing to do)
+    stall: dict[str, Any] | None = None  # the episode under way, once warned
 
 
 def _to_flow(flow: Flow | FlowSpec | str | os.PathLike[str]) -> tuple[Flow, str | None]:
@@ -195,16 +301,40 @@ def _install_forkserver(method: str) -> Any:
         ctx.set_forkserver_preload(["__main__", "numpy", "vfcore", "vfadapters.local.worker"])
         from multiprocessing import forkserver
 
-        # started with SIGINT ignored, so that every worker it forks ignores it
-        # from its first instruction (the coordinator decides how to stop)
-        main = threading.current_thread() is threading.main_thread()
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-        try:
+        # started with SIGINT and SIGTERM ignored (an ignored signal stays ignored
+        # across exec and fork), so that neither the fork server nor any worker it
+        # forks dies of a signal sent to the whole process group (Ctrl-C, `timeout`,
+        # systemd, Kubernetes, CI cancellation): the coordinator alone decides how
+        # to stop. (The fork server dying would take every worker with it: their
+        # parent-death signal.)
+        with _signals_ignored(signal.SIGINT, signal.SIGTERM):
             forkserver.ensure_running()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, old)
     return ctx
+
+
+@contextlib.contextmanager
+def _signals_ignored(*signums: int) -> Any:
+    """Ignore ``signums`` while a process is started (it inherits SIG_IGN), losing none.
+
+    The signals are blocked first; one that arrives while they are ignored stays
+    pending (Linux never discards a blocked signal) and is delivered when the
+    old handlers are back; one already pending is re-raised then.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = set(signums)
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    pending = signal.sigpending() & sigs  # setting SIG_IGN would discard these
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sorted(sigs)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in sorted(pending):
+            signal.raise_signal(sig)  # still blocked: delivered on the unblock below
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
 
 
 class _Coordinator:
@@ -229,6 +359,8 @@ class _Coordinator:
         self._last_rates: dict[str, tuple[float, int]] = {}
         self.aborting = False
         self._cleaned = False
+        self.watches: dict[str, _Watch] = {}
+        self.stalls: list[dict[str, Any]] = []
 
     # -- messages to the user ------------------------------------------------------------
 
@@ -291,10 +423,12 @@ class _Coordinator:
         self.prefix = run_prefix(self.token)
         self.blobs = {name: _node_blob(live[name]) for name in self.nodes}
         self.preload = _preload_files(live.values())
-        path = opts.dead_letter_path or f"{spec.name}.dead-letters.jsonl"
-        self.dead_letter_path = str(Path(path).resolve())
-        if os.path.exists(self.dead_letter_path):
-            os.remove(self.dead_letter_path)  # a fresh file per run
+        # dead letters are the user's data: appended to the named file, or to a new
+        # file named after this run; never truncated, never removed
+        self.dead_letters_explicit = opts.dead_letter_path is not None
+        self.dead_letter_path = check_dead_letter_path(
+            opts.dead_letter_path or default_dead_letter_name(spec.name, self.token)
+        )
         self.assign_gpus()
 
     def assign_gpus(self) -> None:
@@ -332,6 +466,18 @@ class _Coordinator:
         opts = self.opts
         self.mp = _install_forkserver(opts.start_method)
         ctx = self.mp
+        # the run's semaphores are named after it (sem.vf-<pid>-<token>-sem-…), so
+        # that the next run removes them if this coordinator is killed with -9
+        config = mp.current_process()._config  # type: ignore[attr-defined]
+        old_prefix = config.get("semprefix", "/mp")
+        config["semprefix"] = run_semaphore_prefix(self.prefix)
+        try:
+            self.create_rings(ctx)
+        finally:
+            config["semprefix"] = old_prefix
+
+    def create_rings(self, ctx: Any) -> None:
+        opts = self.opts
         self.segments: list[Segment] = []
         size = (CTL.BASE + self.total_slots * SLOT.FIELDS) * 8
         self.control = Segment.create(self.prefix + "ctl", size)
@@ -442,16 +588,26 @@ class _Coordinator:
         proc = self.mp.Process(
             target=worker_main, args=(rep.cfg, writer), name=f"vf:{rep.node}/{rep.index}"
         )
-        main = threading.current_thread() is threading.main_thread()
-        if main:  # a Ctrl-C during start is delivered right after, not lost
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
-            proc.start()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, old)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+            if self.opts.start_method == "spawn":
+                # a spawned worker is exec'd from this process: it inherits SIG_IGN,
+                # so a signal to the group cannot kill it before worker_main ignores it
+                with _signals_ignored(signal.SIGINT, signal.SIGTERM):
+                    proc.start()
+            else:
+                proc.start()  # forked by the fork server, which ignores both already
+        except (OSError, EOFError) as exc:  # e.g. the fork server was killed
+            writer.close()
+            reader.close()
+            rep.state = "failed"
+            if not self.failed:
+                self.failed = True
+                self.error = (
+                    f"{rep.node}/{rep.index}: could not start its worker process: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+                self.say(logging.ERROR, f"error: {self.error}")
+            return
         writer.close()
         rep.proc = proc
         rep.conn = reader
@@ -502,6 +658,7 @@ class _Coordinator:
                     "next": "next() raised",
                     "build": "could not be rebuilt in its worker:",
                     "run": "failed:",
+                    "close": "close() raised",
                 }[phase]
                 self.error = f"{rep.node}/{rep.index}: {what} {message}"
                 if phase == "build" and "Can't get attribute" in message:
@@ -683,6 +840,7 @@ class _Coordinator:
                 }
                 return "stopped"
             if now >= next_progress:
+                self.watch(now)
                 self.progress(now)
                 next_progress = now + 0.5
             if opts.autoscale and now >= next_scale and not self.stop_requests:
@@ -723,6 +881,7 @@ class _Coordinator:
             restarts=restarts,
             join_dropped=f(node, SLOT.JOIN_DROPPED),
             filtered=f(node, SLOT.FILTERED),
+            returned_none=f(node, SLOT.NONES),
             backlog=self.node_backlog(node),
             max_replicas=node.peak,
             devices=devices,
@@ -751,6 +910,70 @@ class _Coordinator:
                 )
         return tuple(out)
 
+    def watch(self, now: float) -> None:
+        """The no-progress watchdog: warn once per episode, note when it ends.
+
+        A node *should* progress when it is a running producer, or when messages
+        wait for it (a join: messages not yet claimed; other nodes: messages not
+        yet settled, so a stuck ``process()`` holding its batch counts). Progress
+        is its ``processed + received`` growing. Example (threshold 10 s): a
+        producer whose ``next()`` returns None from the start is warned about at
+        10 s with how many Nones it returned, and is listed in the summary.
+        """
+        limit = self.opts.stall_warning_s
+        if not limit:
+            return
+        for node in self.nodes.values():
+            name = node.spec.name
+            count = self.field_sum(node, SLOT.PROCESSED) + self.field_sum(node, SLOT.RECEIVED)
+            nones = self.field_sum(node, SLOT.NONES)
+            w = self.watches.get(name)
+            if w is None:
+                w = self.watches[name] = _Watch(count, nones, now)
+            running = any(self.replicas[s].state == "running" for s in node.slots)
+            if node.spec.is_producer:
+                waiting = 1
+            elif len(node.spec.parents) > 1:
+                waiting = sum(ring.pending() for ring in self.all_inputs(node))
+            else:
+                waiting = self.node_backlog(node)
+            if count != w.count or node.complete or not running or not waiting:
+                if w.stall is not None:
+                    w.stall["duration_s"] = now - w.since
+                    if count != w.count:
+                        w.stall["resumed"] = True
+                        self.say(
+                            logging.INFO,
+                            f"{name}: progressing again after {now - w.since:.1f} s without",
+                        )
+                self.watches[name] = _Watch(count, nones, now)
+                continue
+            idle = now - w.since
+            if w.stall is not None:
+                w.stall["duration_s"] = idle
+                continue
+            if idle < limit:
+                continue
+            if node.spec.is_producer and nones > w.nones:
+                detail = (
+                    f"next() returned None {nones - w.nones:,} times and produced nothing "
+                    "(None means 'nothing now'; raise StopIteration to end the stream)"
+                )
+            elif node.spec.is_producer:
+                detail = "next() has not returned an item (is it blocked?)"
+            else:
+                verb = "consume" if node.spec.kind == "consumer" else "process"
+                detail = f"{waiting:,} message(s) wait and {verb}() handled none (is it stuck?)"
+            w.stall = {
+                "node": name,
+                "at_s": w.since - self.t0,
+                "duration_s": idle,
+                "resumed": False,
+                "detail": detail,
+            }
+            self.stalls.append(w.stall)
+            self.warn(f"no progress: {name} for {idle:.1f} s: {detail}")
+
     def progress(self, now: float) -> None:
         if self._live is None:
             return
@@ -764,14 +987,26 @@ class _Coordinator:
             title=f"vf run {self.spec.name} ({self.spec.flow_type}) — {elapsed:.1f} s",
             title_justify="left",
         )
-        for col in ("node", "replicas", "processed", "rate/s", "backlog", "evicted", "errors"):
-            table.add_column(col, justify="left" if col == "node" else "right")
+        columns = (
+            "node",
+            "replicas",
+            "processed",
+            "rate/s",
+            "backlog",
+            "evicted",
+            "errors",
+            "note",
+        )
+        for col in columns:
+            table.add_column(col, justify="right" if col not in ("node", "note") else "left")
         for node in self.nodes.values():
             s = self.node_summary(node)
             last_t, last_n = self._last_rates.get(s.name, (self.t0, 0))
             rate = (s.processed - last_n) / max(now - last_t, 1e-6)
             self._last_rates[s.name] = (now, s.processed)
             errors = str(s.errors) + (f" ({s.dead_letters} dl)" if s.dead_letters else "")
+            w = self.watches.get(s.name)
+            note = f"no progress {now - w.since:.0f} s" if w is not None and w.stall else ""
             table.add_row(
                 s.name,
                 str(s.replicas),
@@ -780,6 +1015,7 @@ class _Coordinator:
                 str(s.backlog),
                 str(s.evicted),
                 errors,
+                note,
             )
         return table
 
@@ -900,6 +1136,8 @@ class _Coordinator:
             scaling=tuple(self.scaling),
             stop=self.stop_info,
             pids=tuple(pid for rep in self.replicas.values() for pid in rep.pids),
+            stalls=tuple(Stall(**stall) for stall in self.stalls),
+            stall_warning_s=self.opts.stall_warning_s or None,
         )
 
     def cleanup(self) -> None:

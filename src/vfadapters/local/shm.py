@@ -5,7 +5,14 @@ resource tracker (Python < 3.13), which then unlinks segments other processes
 still use and warns about "leaks". The executor needs neither: the coordinator
 creates every segment, unlinks every segment at the end, and names them
 ``vf-<pid>-<token>-<what>`` so that :func:`sweep_stale` can remove those left by
-a coordinator that was killed (its pid no longer runs).
+a coordinator that was killed (its pid no longer runs). The run's POSIX
+semaphores carry the same prefix (:func:`run_semaphore_prefix`): glibc keeps
+them in ``/dev/shm`` as ``sem.vf-<pid>-<token>-sem-<random>``, and the sweep
+removes those of a dead coordinator too. Example: a run of coordinator 4242
+killed with ``kill -9 -- -<pgid>`` leaves ``vf-4242-1a2b3c4d-ctl``,
+``vf-4242-1a2b3c4d-r1-0-0`` and ``sem.vf-4242-1a2b3c4d-sem-x7k2m9qa``; the
+next run (any pid but 4242, which no longer runs) unlinks all three, and
+leaves ``vf-5151-…`` alone while coordinator 5151 runs.
 """
 
 from __future__ import annotations
@@ -17,15 +24,27 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["Segment", "run_prefix", "sweep_stale", "unlink_prefix"]
+__all__ = [
+    "Segment",
+    "is_alive",
+    "run_prefix",
+    "run_semaphore_prefix",
+    "sweep_stale",
+    "unlink_prefix",
+]
 
 _SHM_DIR = Path("/dev/shm")
-_NAME = re.compile(r"^vf-(\d+)-[0-9a-f]+-")
+_NAME = re.compile(r"^(?:sem\.)?vf-(\d+)-[0-9a-f]+-")
 
 
 def run_prefix(token: str) -> str:
     """The name prefix of every segment of one run: ``vf-<pid>-<token>-``."""
     return f"vf-{os.getpid()}-{token}-"
+
+
+def run_semaphore_prefix(prefix: str) -> str:
+    """What ``multiprocessing`` names a run's semaphores with: ``/<prefix>sem``."""
+    return f"/{prefix}sem"
 
 
 class Segment:
@@ -85,7 +104,8 @@ def unlink_prefix(prefix: str) -> int:
     return count
 
 
-def _alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -96,7 +116,12 @@ def _alive(pid: int) -> bool:
 
 
 def sweep_stale() -> int:
-    """Unlink segments of runs whose coordinator no longer runs (killed with -9)."""
+    """Unlink segments and semaphores of runs whose coordinator no longer runs.
+
+    A run's files are named after its coordinator's pid, so a live run's files
+    are never touched (its pid runs); what a coordinator killed with -9 left is
+    removed by the next run that starts on the machine. Returns how many files.
+    """
     count = 0
     try:
         entries = list(_SHM_DIR.iterdir())
@@ -104,7 +129,7 @@ def sweep_stale() -> int:
         return 0
     for entry in entries:
         match = _NAME.match(entry.name)
-        if match and not _alive(int(match.group(1))):
+        if match and not is_alive(int(match.group(1))):
             unlink(entry.name)
             count += 1
     return count

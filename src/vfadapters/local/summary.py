@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["EdgeSummary", "NodeSummary", "RunStatus", "RunSummary", "ScalingEvent"]
+__all__ = ["EdgeSummary", "NodeSummary", "RunStatus", "RunSummary", "ScalingEvent", "Stall"]
 
 RunStatus = Literal["completed", "failed", "stopped"]
 
@@ -26,6 +26,7 @@ class NodeSummary:
     ``redelivered``: in-flight messages handed again to a restarted replica (an
     upper bound on the duplicates it may have emitted). ``join_dropped``:
     messages a join dropped (timeout, eviction, duplicate, end of stream).
+    ``returned_none``: producers, ``next()`` calls that returned None ("nothing now").
     """
 
     name: str
@@ -41,6 +42,7 @@ class NodeSummary:
     restarts: int = 0
     join_dropped: int = 0
     filtered: int = 0
+    returned_none: int = 0
     backlog: int = 0
     max_replicas: int = 0
     devices: dict[str, str] = field(default_factory=dict)
@@ -60,6 +62,7 @@ class NodeSummary:
             "restarts": self.restarts,
             "join_dropped": self.join_dropped,
             "filtered": self.filtered,
+            "returned_none": self.returned_none,
             "backlog": self.backlog,
             "devices": dict(self.devices),
         }
@@ -114,12 +117,44 @@ class ScalingEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Stall:
+    """A node that made no progress for at least ``stall_warning_s`` while it should have.
+
+    A producer should always progress (it is the source); another node only
+    while messages wait for it. Example: the threshold is 10 s and producer
+    ``src`` returns None from its first call on: at 10.0 s into the run a
+    warning names it, and if it never emits, the summary holds
+    ``Stall(node="src", at_s=0.0, duration_s=<run time>, resumed=False, detail=…)``.
+    ``at_s``: seconds into the run of its last progress; ``duration_s``: how long
+    it went without (until it progressed again, ended, or the run ended);
+    ``resumed``: whether it progressed again.
+    """
+
+    node: str
+    at_s: float
+    duration_s: float
+    resumed: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "at_s": round(self.at_s, 3),
+            "duration_s": round(self.duration_s, 3),
+            "resumed": self.resumed,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """The outcome of a local run.
 
     ``status``: ``completed`` (every consumer saw the end of the stream),
     ``stopped`` (a stop was requested: SIGINT/SIGTERM), or ``failed`` (``error``
-    says why). ``dead_letters`` counts entries written to ``dead_letter_path``.
+    says why). ``dead_letters`` counts the entries this run appended to
+    ``dead_letter_path`` (``None`` when it wrote none). ``stalls``: nodes that
+    made no progress for ``stall_warning_s`` seconds (see :class:`Stall`).
     """
 
     flow: str
@@ -136,6 +171,8 @@ class RunSummary:
     scaling: tuple[ScalingEvent, ...] = ()
     stop: dict[str, Any] | None = None
     pids: tuple[int, ...] = ()
+    stalls: tuple[Stall, ...] = ()
+    stall_warning_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -165,4 +202,6 @@ class RunSummary:
             "gpu": self.gpu,
             "scaling": [e.to_dict() for e in self.scaling],
             "stop": self.stop,
+            "stall_warning_s": self.stall_warning_s,
+            "stalls": [s.to_dict() for s in self.stalls],
         }

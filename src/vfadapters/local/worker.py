@@ -42,6 +42,10 @@ _EMPTY: Mapping[str, Any] = {}
 _ndarray = np.ndarray
 _BATCH_BYTES = 1 << 20
 _SKIP = object()
+#: A producer whose next() returns None this many times in a row starts pausing
+#: between calls: 0.1 ms, doubling up to _NONE_PAUSE_MAX_S, until it emits again.
+_NONES_BEFORE_PAUSE = 8
+_NONE_PAUSE_MAX_S = 0.05
 
 
 class Aborted(Exception):
@@ -307,7 +311,8 @@ class _Worker:
             else:
                 self.run_single()
         except Aborted:
-            self.close_node()
+            if not self.close_node(report=True):
+                return 1
             self.send(("aborted",))
             return 0
         except _ProducerFailed as exc:
@@ -318,7 +323,8 @@ class _Worker:
             self.fail("run", exc)
             self.close_node()
             return 1
-        self.close_node()
+        if not self.close_node(report=True):
+            return 1  # what close() should have flushed may be lost: the run fails
         self.ctl[self.base + SLOT.STATE] = SLOT.DONE
         self.send(("done",))
         return 0
@@ -338,7 +344,14 @@ class _Worker:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.send(("failed", phase, f"{type(exc).__name__}: {exc}", tb))
 
-    def close_node(self) -> None:
+    def close_node(self, *, report: bool = False) -> bool:
+        """Call the node's ``close()``; whether it returned.
+
+        With ``report``, a ``close()`` that raises fails the replica (phase
+        ``close``: a sink's close() often flushes what it wrote, so its failure
+        may lose data and the run must not say ``completed``); otherwise (the
+        replica already failed) it is logged.
+        """
         from vfcore import takes_ctx
 
         try:
@@ -348,9 +361,14 @@ class _Worker:
                 self.node.close()
         except Exception as exc:
             self.add(SLOT.ERRORS)
-            self.logger.error(
-                "close() raised %s: %s\n%s", type(exc).__name__, exc, traceback.format_exc()
-            )
+            if report:
+                self.fail("close", exc)
+            else:
+                self.logger.error(
+                    "close() raised %s: %s\n%s", type(exc).__name__, exc, traceback.format_exc()
+                )
+            return False
+        return True
 
     # -- dead letters ------------------------------------------------------------------
 
@@ -517,7 +535,10 @@ class _Worker:
         seq = 0
         pending_since = 0.0
         produced = 0
+        nones = 0  # None returned this many times in a row
+        nones_field = self.base + SLOT.NONES
         clock = time.monotonic
+        sleep = time.sleep
         stop_index = CTL.STOP_PRODUCERS
         abort_index = CTL.ABORT
         while not ctl[stop_index]:
@@ -534,7 +555,21 @@ class _Worker:
                 raise _ProducerFailed(exc) from exc
             seq += 1
             if item is None:
+                # "nothing now": send what is buffered, then (None after None) pause,
+                # so that a producer polling an empty source does not spin a core
+                ctl[nones_field] += 1
+                if produced:
+                    self.flush_all()
+                    self.add(SLOT.PROCESSED, produced)
+                    produced = 0
+                    pending_since = 0.0
+                nones += 1
+                if nones > _NONES_BEFORE_PAUSE:
+                    sleep(
+                        min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S)
+                    )
                 continue
+            nones = 0
             t1 = clock()
             ts = ctx.event_ts_ms
             if ts is None:

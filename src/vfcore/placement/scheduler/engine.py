@@ -1,0 +1,221 @@
+"""The model's compiled cluster: node equivalence classes, load states and memoised scores.
+
+Identical nodes with identical loads are interchangeable, so the engine keeps
+nodes in equivalence classes (same allocatable, labels, taints, condition and
+load) and scores each distinct (pod kind, node state) once. The greedy run
+(:mod:`.simulation`) and the tie search (:mod:`.prediction`) both drive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Literal, cast
+
+from vfcore.claims import PodRequest
+from vfcore.cluster import ClusterSnapshot, NodeState
+from vfcore.fit import SELECTOR_MISMATCH, eligibility_reasons, resource_reasons, summarise
+from vfcore.placement.scheduler.scoring import ScoringConfig, nonzero_request, plugin_scores
+from vfcore.quantity import CPU, MEMORY, PODS
+
+__all__ = ["Engine"]
+
+_MISSING = object()
+
+
+class Engine:
+    """Compiled pods and nodes: integer vectors, node classes and memoised evaluations.
+
+    A node *state* is (static id, load vector). The static id groups nodes that
+    no pod can tell apart except by load: same allocatable, labels, taints,
+    condition and remedy affinity. The load vector holds the requested units of
+    every relevant resource (``pods`` counts pods) and two extra slots: cpu and
+    memory as the scorer counts them (``NonZeroRequested``). Each distinct
+    state gets a small integer id; scores and successors are cached per
+    (pod kind, state id).
+    """
+
+    def __init__(
+        self,
+        pods: Sequence[PodRequest],
+        cluster: ClusterSnapshot,
+        config: ScoringConfig,
+        affinity: Mapping[str, tuple[str, ...]],
+        unknown_as: Literal["empty", "full"],
+    ) -> None:
+        self.pods = pods
+        self.position = {p.pod: i for i, p in enumerate(pods)}
+        self.config = config
+        self.affinity = affinity
+        self.unknown_as = unknown_as
+        names = {PODS, CPU, MEMORY}
+        names.update(r for p in pods for r, _ in p.requests)
+        names.update(r for r, _ in config.resources)
+        names.update(config.balanced_resources)
+        self.resources: tuple[str, ...] = tuple(sorted(names))
+        self.index = {r: i for i, r in enumerate(self.resources)}
+        self.width = len(self.resources)
+        self.nz_cpu = self.width
+        self.nz_memory = self.width + 1
+
+        # Nodes, bracketed where occupancy is unknown.
+        self.nodes: dict[str, NodeState] = {}
+        self.unknown_nodes = tuple(n.name for n in cluster.nodes if not n.occupancy_known)
+        self.base: dict[str, tuple[int, ...]] = {}
+        self.static_of: dict[str, int] = {}
+        static_ids: dict[tuple[object, ...], int] = {}
+        self.static_alloc: list[tuple[int, ...]] = []
+        self.static_node: list[NodeState] = []
+        self.static_allowed: list[frozenset[str]] = []
+        for n in cluster.nodes:
+            state = n
+            if not n.occupancy_known:
+                state = (
+                    n.as_empty()
+                    if unknown_as == "empty"
+                    else replace(n, requested=n.allocatable, unknown_reason=None)
+                )
+            self.nodes[n.name] = state
+            alloc = tuple(state.allocatable_of(r) for r in self.resources)
+            used = [state.requested_of(r) or 0 for r in self.resources]
+            used += [used[self.index[CPU]], used[self.index[MEMORY]]]
+            self.base[n.name] = tuple(used)
+            allowed = frozenset(w for w, hosts in affinity.items() if n.name in hosts)
+            key = (alloc, n.labels, n.taints, n.ready, n.unschedulable, allowed)
+            sid = static_ids.get(key)
+            if sid is None:
+                sid = static_ids[key] = len(self.static_alloc)
+                self.static_alloc.append(alloc)
+                self.static_node.append(state)
+                self.static_allowed.append(allowed)
+            self.static_of[n.name] = sid
+
+        # Pods, grouped into kinds (equal shape and affinity → interchangeable).
+        kind_ids: dict[tuple[object, ...], int] = {}
+        self.kind_of: list[int] = []
+        self.kind_pod: list[PodRequest] = []
+        self.kind_vector: list[tuple[int, ...]] = []
+        self.kind_checked: list[tuple[int, ...]] = []
+        for pod in pods:
+            restricted = pod.node if pod.node in affinity else None
+            kind_key = (pod.shape, restricted)
+            kid = kind_ids.get(kind_key)
+            if kid is None:
+                kid = kind_ids[kind_key] = len(self.kind_pod)
+                requests = dict(pod.requests)
+                vector = [requests.get(r, 0) for r in self.resources]
+                vector[self.index[PODS]] = 1  # the pod itself, against the node's pod limit
+                vector += [nonzero_request(requests, CPU), nonzero_request(requests, MEMORY)]
+                self.kind_pod.append(pod)
+                self.kind_vector.append(tuple(vector))
+                self.kind_checked.append(tuple(i for i in range(self.width) if vector[i] > 0))
+            self.kind_of.append(kid)
+
+        self.state_ids: dict[tuple[int, tuple[int, ...]], int] = {}
+        self.states: list[tuple[int, tuple[int, ...]]] = []
+        self._eligible: dict[tuple[int, int], tuple[str, ...]] = {}
+        self._evals: list[dict[int, int | None]] = [{} for _ in self.kind_pod]
+        self._next: list[dict[int, int]] = [{} for _ in self.kind_pod]
+
+    # state ids ------------------------------------------------------------------
+    def state_id(self, static: int, load: tuple[int, ...]) -> int:
+        key = (static, load)
+        sid = self.state_ids.get(key)
+        if sid is None:
+            sid = self.state_ids[key] = len(self.states)
+            self.states.append(key)
+        return sid
+
+    def initial_classes(self) -> dict[int, list[str]]:
+        classes: dict[int, list[str]] = {}
+        for name in self.nodes:  # the snapshot keeps nodes sorted by name
+            sid = self.state_id(self.static_of[name], self.base[name])
+            classes.setdefault(sid, []).append(name)
+        return classes
+
+    # filters and scores -------------------------------------------------------------
+    def eligibility(self, kind: int, static: int) -> tuple[str, ...]:
+        key = (kind, static)
+        found = self._eligible.get(key)
+        if found is None:
+            pod = self.kind_pod[kind]
+            found = eligibility_reasons(pod, self.static_node[static])
+            if pod.node in self.affinity and pod.node not in self.static_allowed[static]:
+                found = (*found, SELECTOR_MISMATCH)
+            self._eligible[key] = found
+        return found
+
+    def evaluate(self, kind: int, sid: int) -> int | None:
+        """The total score of a pod of ``kind`` on a node in state ``sid``; None if it does not fit."""
+        cache = self._evals[kind]
+        found = cache.get(sid, _MISSING)
+        if found is not _MISSING:
+            return cast("int | None", found)
+        static, load = self.states[sid]
+        result: int | None = None
+        if not self.eligibility(kind, static):
+            alloc = self.static_alloc[static]
+            vector = self.kind_vector[kind]
+            if all(vector[i] <= alloc[i] - load[i] for i in self.kind_checked[kind]):
+                result = self._score(kind, alloc, load)
+        cache[sid] = result
+        return result
+
+    def _score(self, kind: int, alloc: tuple[int, ...], load: tuple[int, ...]) -> int:
+        vector = self.kind_vector[kind]
+        pod = {r: vector[i] for i, r in enumerate(self.resources) if r != PODS and vector[i]}
+        return plugin_scores(
+            self.config,
+            pod,
+            dict(zip(self.resources, alloc, strict=True)),
+            dict(zip(self.resources, load, strict=False)),
+            load[self.nz_cpu],
+            load[self.nz_memory],
+        ).total
+
+    def successor(self, kind: int, sid: int) -> int:
+        """The state of a node in state ``sid`` after a pod of ``kind`` is bound to it."""
+        cache = self._next[kind]
+        found = cache.get(sid)
+        if found is None:
+            static, load = self.states[sid]
+            vector = self.kind_vector[kind]
+            found = cache[sid] = self.state_id(
+                static, tuple(a + b for a, b in zip(load, vector, strict=True))
+            )
+        return found
+
+    def best(self, kind: int, sids: Iterable[int]) -> tuple[int | None, list[int]]:
+        """The top score among ``sids`` and the states that reach it (empty: nothing fits)."""
+        top = -1
+        tied: list[int] = []
+        cache = self._evals[kind]
+        for sid in sids:
+            score = cache.get(sid, -1)  # the hot loop: one dict lookup per state
+            if score == -1:  # not evaluated yet (scores are >= 0; None is "does not fit")
+                score = self.evaluate(kind, sid)
+            if score is None:
+                continue
+            if score > top:
+                top = score
+                tied = [sid]
+            elif score == top:
+                tied.append(sid)
+        return (top if tied else None), tied
+
+    def reasons_line(self, kind: int, pod: PodRequest, classes: Mapping[int, list[str]]) -> str:
+        """``0/N nodes fit <pod>: …`` for ``pod`` (of ``kind``) against the nodes in ``classes``."""
+        per_node: list[tuple[str, ...]] = []
+        for sid, members in classes.items():
+            static, load = self.states[sid]
+            reasons = self.eligibility(kind, static)
+            representative = members[0]
+            node = self.nodes[representative]
+            base = self.base[representative]
+            if not reasons:  # the framework stops at a node's first failing filter
+                extra = {
+                    r: load[i] - base[i] for i, r in enumerate(self.resources) if load[i] != base[i]
+                }
+                reasons = resource_reasons(pod, node, extra)
+            per_node.extend([reasons] * len(members))
+        return summarise(pod.pod, len(self.nodes), per_node)

@@ -1,0 +1,167 @@
+"""What the scheduler model reports: one greedy run (:class:`Simulation`) and the verdict
+over every tie-break outcome (:class:`SchedulerPrediction`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+from vfcore.placement.scheduler.scoring import ScoringConfig
+
+__all__ = ["SchedulerPrediction", "Simulation", "Step", "StrandedPod", "Verdict"]
+
+Verdict = Literal["lands", "strands", "at-risk", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class StrandedPod:
+    """A pod the model leaves Pending, with the scheduler-style line saying why."""
+
+    pod: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"pod": self.pod, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One scheduling cycle: where the pod went, its score, and how big the tie was.
+
+    ``tied_nodes`` counts the nodes sharing the top score; ``tied_states`` the
+    distinct (node kind, load) states among them — the real branching, since
+    identical nodes with identical loads are interchangeable. A stranded pod
+    has ``node=None`` and zero ties.
+    """
+
+    pod: str
+    node: str | None
+    score: int | None
+    tied_nodes: int
+    tied_states: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "score": self.score,
+            "tied_nodes": self.tied_nodes,
+            "tied_states": self.tied_states,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """One greedy run: each pod in ``order`` bound to a node or stranded.
+
+    ``placements`` pairs pods with nodes in apply order. A stranded pod's
+    reason is judged against the cluster at the end of the run (what
+    ``kubectl describe`` shows after the last retry: capacity only shrinks, so
+    a stranded pod never fits later). Nodes of unknown occupancy were
+    simulated as ``unknown_as`` (empty or full).
+    """
+
+    order: tuple[str, ...]
+    placements: tuple[tuple[str, str], ...]
+    stranded: tuple[StrandedPod, ...]
+    steps: tuple[Step, ...]
+    tie: str
+    config: ScoringConfig
+    unknown_nodes: tuple[str, ...] = ()
+    unknown_as: Literal["empty", "full"] = "empty"
+
+    @property
+    def lands(self) -> bool:
+        return not self.stranded
+
+    @property
+    def placement(self) -> dict[str, str]:
+        return dict(self.placements)
+
+    @property
+    def ties(self) -> tuple[Step, ...]:
+        """The steps where more than one distinct node state shared the top score."""
+        return tuple(s for s in self.steps if s.tied_states > 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lands": self.lands,
+            "order": list(self.order),
+            "placements": dict(self.placements),
+            "stranded": [s.to_dict() for s in self.stranded],
+            "ties": [s.to_dict() for s in self.ties],
+            "tie": self.tie,
+            "config": self.config.to_dict(),
+            "unknown_nodes": list(self.unknown_nodes),
+            "unknown_as": self.unknown_as,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerPrediction:
+    """The model's verdict over every tie-break outcome (or a documented sample of them).
+
+    - ``lands``: every explored outcome places every pod;
+    - ``strands``: every explored outcome strands some pod;
+    - ``at-risk``: some outcomes land and some strand — it depends on tie-breaks;
+    - ``unknown``: a node the pods could use has unknown occupancy and the
+      verdict differs between treating such nodes as full and as empty
+      (``brackets``), or the node list itself is unknown.
+
+    ``exhaustive`` says every tie-break outcome was explored (up to swapping
+    interchangeable nodes); otherwise the verdict comes from the bounded search
+    (see :func:`predict`), which can miss outcomes: its ``lands`` is a sample.
+    ``outcomes_explored`` counts distinct outcomes (paths through the collapsed
+    tie tree) or runs of the bounded search; ``search_nodes`` the (pod, load
+    state) pairs the exhaustive search visited. When exhaustive,
+    ``node_outcomes`` counts the node-level tie-break sequences the real
+    scheduler can produce (§1.5's "2/2 outcomes": two symmetric nodes are two
+    node outcomes but one collapsed outcome) and ``strand_probability`` is the
+    exact chance that some pod strands when every tie is broken uniformly at
+    random, as kube-scheduler's reservoir sampling does.
+    """
+
+    verdict: Verdict
+    exhaustive: bool
+    outcomes_explored: int
+    search_nodes: int
+    stranded_sometimes: tuple[str, ...]
+    stranded_always: tuple[str, ...]
+    example_stranding: Simulation | None
+    example_landing: Simulation | None
+    order: tuple[str, ...]
+    config: ScoringConfig
+    reason: str
+    unknown_nodes: tuple[str, ...] = ()
+    brackets: tuple[tuple[str, str], ...] = ()
+    node_outcomes: int | None = None
+    strand_probability: Fraction | None = None
+
+    @property
+    def stranded(self) -> tuple[str, ...]:
+        """Pods stranded in at least one explored outcome, in apply order."""
+        return self.stranded_sometimes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "exhaustive": self.exhaustive,
+            "outcomes_explored": self.outcomes_explored,
+            "search_nodes": self.search_nodes,
+            "node_outcomes": self.node_outcomes,
+            "strand_probability": None
+            if self.strand_probability is None
+            else str(self.strand_probability),
+            "stranded": list(self.stranded),
+            "stranded_sometimes": list(self.stranded_sometimes),
+            "stranded_always": list(self.stranded_always),
+            "example_stranding": None
+            if self.example_stranding is None
+            else self.example_stranding.to_dict(),
+            "order": list(self.order),
+            "config": self.config.to_dict(),
+            "unknown_nodes": list(self.unknown_nodes),
+            "brackets": {name: verdict for name, verdict in self.brackets},
+        }

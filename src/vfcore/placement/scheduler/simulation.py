@@ -1,0 +1,243 @@
+"""One greedy kube-scheduler run: filter, score, bind each pod in apply order; break ties by a policy."""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Literal, TypeAlias
+
+from vfcore.claims import PodRequest
+from vfcore.cluster import ClusterSnapshot
+from vfcore.errors import InvalidInputError
+from vfcore.placement.scheduler.engine import Engine
+from vfcore.placement.scheduler.results import Simulation, Step, StrandedPod
+from vfcore.placement.scheduler.scoring import ScoringConfig
+from vfcore.quantity import PODS
+
+__all__ = [
+    "ByPodCount",
+    "FirstTie",
+    "LastTie",
+    "RandomTie",
+    "ScriptedTies",
+    "TieBreak",
+    "TiePolicy",
+    "normalise_affinity",
+    "ordered_pods",
+    "run_greedy",
+    "simulate",
+    "tie_policy",
+]
+
+#: How a simulation breaks a score tie: ``"first"`` takes the tied node whose
+#: name sorts first, ``"last"`` the one that sorts last, and a seeded
+#: ``random.Random`` draws uniformly among the tied nodes (what kube-scheduler's
+#: reservoir sampling does).
+TieBreak: TypeAlias = "Literal['first', 'last'] | random.Random"
+
+
+class TiePolicy:
+    """Which tied node a run takes; ``choose`` returns (state id, index among its members)."""
+
+    name = "policy"
+
+    def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
+        raise NotImplementedError
+
+
+class FirstTie(TiePolicy):
+    name = "first"
+
+    def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
+        return min(tied, key=lambda sid: classes[sid][0]), 0
+
+
+class LastTie(TiePolicy):
+    name = "last"
+
+    def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
+        sid = max(tied, key=lambda s: classes[s][-1])
+        return sid, len(classes[sid]) - 1
+
+
+class RandomTie(TiePolicy):
+    """Uniform over the tied *nodes*, as reservoir sampling is (one draw per tie)."""
+
+    name = "random"
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
+        if len(tied) == 1 and len(classes[tied[0]]) == 1:
+            return tied[0], 0
+        ordered = sorted(tied, key=lambda sid: classes[sid][0])
+        pick = self.rng.randrange(sum(len(classes[sid]) for sid in ordered))
+        for sid in ordered:
+            size = len(classes[sid])
+            if pick < size:
+                return sid, pick
+            pick -= size
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class ByPodCount(TiePolicy):
+    """The tied node already running the fewest pods (``spread``) or the most (``pack``).
+
+    Not a kube-scheduler behaviour: the two extremes the bounded search tries
+    because stranding usually comes from spreading or from packing too early.
+    Ties between them go to the name that sorts first.
+    """
+
+    def __init__(self, engine: Engine, *, fewest: bool) -> None:
+        self.pods_at = engine.index[PODS]
+        self.states = engine.states
+        self.sign = 1 if fewest else -1
+        self.name = "spread" if fewest else "pack"
+
+    def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
+        sid = min(tied, key=lambda s: (self.sign * self.states[s][1][self.pods_at], classes[s][0]))
+        return sid, 0
+
+
+class ScriptedTies(TiePolicy):
+    """Replays the exhaustive search's choices: at each branch, the j-th tied state by id."""
+
+    name = "scripted"
+
+    def __init__(self, choices: Iterable[int]) -> None:
+        self.choices: Iterator[int] = iter(choices)
+
+    def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
+        if len(tied) == 1:
+            return tied[0], 0
+        return sorted(tied)[next(self.choices)], 0
+
+
+def tie_policy(tie: object) -> TiePolicy:
+    if isinstance(tie, TiePolicy):
+        return tie
+    if tie == "first":
+        return FirstTie()
+    if tie == "last":
+        return LastTie()
+    if isinstance(tie, random.Random):
+        return RandomTie(tie)
+    raise InvalidInputError(
+        "invalid-tie-policy",
+        f"tie policy {tie!r} is not 'first', 'last' or a random.Random",
+        "pass tie='first', tie='last' or tie=random.Random(<seed>)",
+    )
+
+
+def run_greedy(engine: Engine, policy: TiePolicy) -> Simulation:
+    classes = engine.initial_classes()
+    placements: list[tuple[str, str]] = []
+    stranded: list[PodRequest] = []
+    steps: list[Step] = []
+    for position, pod in enumerate(engine.pods):
+        kind = engine.kind_of[position]
+        top, tied = engine.best(kind, classes)
+        if not tied:
+            stranded.append(pod)
+            steps.append(Step(pod.pod, None, None, 0, 0))
+            continue
+        tied_nodes = sum(len(classes[s]) for s in tied)
+        sid, member = policy.choose(tied, classes)
+        members = classes[sid]
+        name = members.pop(member)
+        if not members:
+            del classes[sid]
+        target = engine.successor(kind, sid)
+        bisect.insort(classes.setdefault(target, []), name)
+        placements.append((pod.pod, name))
+        steps.append(Step(pod.pod, name, top, tied_nodes, len(tied)))
+    lines: dict[int, str] = {}
+    out: list[StrandedPod] = []
+    sentinel = "\x00pod\x00"
+    for pod in stranded:
+        kind = engine.kind_of[engine.position[pod.pod]]
+        template = lines.get(kind)
+        if template is None:
+            template = lines[kind] = engine.reasons_line(kind, replace(pod, pod=sentinel), classes)
+        out.append(StrandedPod(pod.pod, template.replace(sentinel, pod.pod)))
+    return Simulation(
+        order=tuple(p.pod for p in engine.pods),
+        placements=tuple(placements),
+        stranded=tuple(out),
+        steps=tuple(steps),
+        tie=policy.name,
+        config=engine.config,
+        unknown_nodes=engine.unknown_nodes,
+        unknown_as=engine.unknown_as,
+    )
+
+
+def ordered_pods(pods: Sequence[PodRequest], order: Sequence[str] | None) -> tuple[PodRequest, ...]:
+    by_name: dict[str, PodRequest] = {}
+    for pod in pods:
+        if pod.pod in by_name:
+            raise InvalidInputError(
+                "duplicate-pod",
+                f"pod {pod.pod} is listed twice",
+                "pass each pod once (pods are named <node>/<replica>)",
+            )
+        by_name[pod.pod] = pod
+    if order is None:
+        return tuple(pods)
+    names = list(order)
+    if sorted(names) != sorted(by_name):
+        missing = sorted(set(by_name) - set(names))
+        extra = sorted(set(names) - set(by_name))
+        raise InvalidInputError(
+            "invalid-order",
+            f"the apply order is not a permutation of the pods (missing {missing}, "
+            f"unknown or repeated {extra or sorted({n for n in names if names.count(n) > 1})})",
+            "list every pod exactly once",
+        )
+    return tuple(by_name[name] for name in names)
+
+
+def normalise_affinity(affinity: Mapping[str, Iterable[str]] | None) -> dict[str, tuple[str, ...]]:
+    return {w: tuple(sorted(set(hosts))) for w, hosts in sorted((affinity or {}).items())}
+
+
+def simulate(
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    *,
+    config: ScoringConfig | None = None,
+    order: Sequence[str] | None = None,
+    tie: Literal["first", "last"] | random.Random = "first",
+    affinity: Mapping[str, Iterable[str]] | None = None,
+    unknown_as: Literal["empty", "full"] = "empty",
+) -> Simulation:
+    """One greedy kube-scheduler run over ``pods`` in apply order (``order``: pod names).
+
+    ``affinity`` maps a workload (``PodRequest.node``) to the only cluster
+    nodes its pods may use — a required node affinity on
+    ``kubernetes.io/hostname`` (hostnames are taken to equal node names).
+    Nodes of unknown occupancy are simulated as ``unknown_as``. A
+    ``random.Random`` tie policy is advanced by the run (pass a fresh
+    ``random.Random(seed)`` to repeat a run).
+
+    Cost: O(pods × distinct node states), not pods × nodes: identical nodes
+    with identical loads are scored once.
+    """
+    if unknown_as not in ("empty", "full"):
+        raise InvalidInputError(
+            "invalid-unknown-bracket",
+            f"unknown_as is {unknown_as!r}",
+            "use 'empty' or 'full'",
+        )
+    policy = tie_policy(tie)
+    engine = Engine(
+        ordered_pods(pods, order),
+        cluster,
+        config or ScoringConfig(),
+        normalise_affinity(affinity),
+        unknown_as,
+    )
+    return run_greedy(engine, policy)

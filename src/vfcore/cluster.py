@@ -11,6 +11,12 @@ unparsable or a Kubernetes ``Status`` (a refused request) makes the matching
 facts *unknown* with the reason — never an empty cluster, never an idle pool.
 A node whose occupancy is unknown has ``requested = None``; planning then
 brackets it (full for "fits", empty for "does not fit").
+
+A node that exists but cannot be read (no ``status.allocatable``, a quantity
+that does not parse, listed twice with different contents, named only by the
+pods bound to it) is an :class:`UnreadableNode`: left out of ``nodes``, and
+bracketed the same way — absent for "fits", as big as it could possibly be
+(its ``bound``, or unbounded when nothing bounds it) for "does not fit".
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "Unknown",
+    "UnreadableNode",
 ]
 
 GPU_PRESENT_LABEL = ("nvidia.com/gpu.present", "true")
@@ -197,6 +204,32 @@ class NodeState:
 
 
 @dataclass(frozen=True, slots=True)
+class UnreadableNode:
+    """A node that exists but whose facts cannot be read, and the most it could hold.
+
+    ``name`` is the node's name (or where it sits in the dump when even that is
+    unreadable, ``nodes.json items[3]``); ``reason`` names the field and value.
+    ``bound`` is the node as big as it could possibly be — idle, allocatable
+    from what is readable, ``status.capacity`` (allocatable never exceeds it)
+    where allocatable is not, or :data:`vfcore.quantity.MAX_UNITS` for a
+    resource nothing bounds — with its labels, taints and conditions as read.
+    ``None`` means nothing bounds it at all: any pod could fit there, so
+    planning can never prove "does not fit" while it is in the cluster.
+    """
+
+    name: str
+    reason: str
+    bound: NodeState | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "reason": self.reason,
+            "bound": None if self.bound is None else self.bound.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeClassInfo:
     name: str
     handler: str
@@ -212,20 +245,29 @@ class ClusterSnapshot:
     ``nodes_unknown`` (a reason) means the node list itself could not be read:
     ``nodes`` is then empty and nothing can be concluded about capacity.
     ``unknowns`` lists every unknown fact with its reason, malformed objects
-    included (with their name and field).
+    included (with their name and field). ``unreadable_nodes`` are the nodes
+    that exist but cannot be read (see :class:`UnreadableNode`).
     """
 
     nodes: tuple[NodeState, ...]
     unknowns: tuple[Unknown, ...] = ()
     nodes_unknown: str | None = None
     runtime_classes: tuple[RuntimeClassInfo, ...] | None = None
+    unreadable_nodes: tuple[UnreadableNode, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.name)))
+        object.__setattr__(
+            self, "unreadable_nodes", tuple(sorted(self.unreadable_nodes, key=lambda u: u.name))
+        )
 
     @property
     def is_fully_known(self) -> bool:
-        return self.nodes_unknown is None and all(n.occupancy_known for n in self.nodes)
+        return (
+            self.nodes_unknown is None
+            and not self.unreadable_nodes
+            and all(n.occupancy_known for n in self.nodes)
+        )
 
     def node(self, name: str) -> NodeState:
         for n in self.nodes:
@@ -245,6 +287,7 @@ class ClusterSnapshot:
             "runtime_classes": None
             if self.runtime_classes is None
             else [r.to_dict() for r in self.runtime_classes],
+            "unreadable_nodes": [u.to_dict() for u in self.unreadable_nodes],
         }
 
     @classmethod

@@ -60,9 +60,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, RuntimeClassInfo, Taint, Unknown
+from vfcore.cluster import (
+    ClusterSnapshot,
+    GpuInfo,
+    NodeState,
+    RuntimeClassInfo,
+    Taint,
+    Unknown,
+    UnreadableNode,
+)
 from vfcore.errors import InvalidInputError
-from vfcore.quantity import CPU, MEMORY, PODS, canonical_units
+from vfcore.quantity import CPU, MAX_UNITS, MEMORY, PODS, canonical_units
 
 __all__ = [
     "gpu_info_from_labels",
@@ -114,6 +122,8 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _short(value: object, limit: int = 60) -> str:
+    if isinstance(value, int) and value.bit_length() > 128:  # repr of a 5,000-digit int fails
+        return f"<an integer of about 10**{int(value.bit_length() * 0.30103)}>"
     return _clip(repr(value), limit)
 
 
@@ -150,7 +160,11 @@ def _quantity(resource: str, value: object, field: str) -> int:
     given: object = repr(value) if isinstance(value, float) else value
     try:
         units = canonical_units(resource, given)
-    except InvalidInputError:
+    except InvalidInputError as exc:
+        if exc.rule == "quantity-out-of-range":
+            raise _Malformed(
+                field, f"= {_short(value)} is over vfcore's limit of 2**50 units"
+            ) from None
         raise _Malformed(field, f"= {_short(value)} is not a Kubernetes quantity") from None
     if units < 0:
         raise _Malformed(field, f"= {_short(value)} is negative")
@@ -440,10 +454,13 @@ def gpu_info_from_labels(
 
 @dataclass(frozen=True, slots=True)
 class _NodeOutcome:
+    """One node item: its state, or — when it cannot be read — what bounds it; and problems."""
+
     what: str
     name: str | None
     state: NodeState | None
     problems: tuple[str, ...]
+    unreadable: UnreadableNode | None = None
 
 
 def _labels(value: object) -> dict[str, str]:
@@ -482,9 +499,70 @@ def _ready(status: Mapping[str, Any]) -> bool:
     return False
 
 
-def _read_node(item: Mapping[str, Any], where: str) -> _NodeOutcome:
+def _lenient_resources(
+    value: object, field: str, *, missing: str = "is missing"
+) -> tuple[dict[str, int] | None, list[tuple[str, str]]]:
+    """A ``ResourceList`` read entry by entry: the readable entries, and each bad one.
+
+    ``(None, [problem])`` when the list itself is missing or not an object;
+    otherwise the readable entries and ``(resource, problem)`` for every entry
+    that is not a quantity, is negative or is over :data:`~vfcore.quantity.MAX_UNITS`.
+    """
+    if value is None:
+        return None, [("", f"{field} {missing}")]
+    if not isinstance(value, Mapping):
+        return None, [("", f"{field} is {_describe(value)}, not an object")]
+    readable: dict[str, int] = {}
+    bad: list[tuple[str, str]] = []
+    for name, raw in sorted(value.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(name, str) or not name:
+            bad.append(("", f"{field} has a resource name {_short(name)} that is not a string"))
+            continue
+        try:
+            readable[name] = _quantity(name, raw, f'{field}["{name}"]')
+        except _Malformed as problem:
+            bad.append((name, problem.reason))
+    return readable, bad
+
+
+def _upper_bound(
+    allocatable: Mapping[str, int] | None,
+    unreadable: Iterable[str],
+    status: Mapping[str, Any],
+) -> dict[str, int] | None:
+    """The most this node's allocatable can be, or ``None`` when nothing bounds it.
+
+    Kubelet computes allocatable as capacity minus reservations, so
+    ``status.capacity`` bounds every entry that cannot be read; an entry that
+    capacity cannot bound either is :data:`MAX_UNITS` (unbounded, for the
+    solver). With no readable allocatable at all, capacity's entries are the
+    only resources the node can have; with neither, nothing bounds the node.
+    """
+    capacity, capacity_bad = _lenient_resources(status.get("capacity"), "status.capacity")
+    capacity_unbounded = {name for name, _ in capacity_bad if name}
+    if allocatable is None:
+        if capacity is None or any(not name for name, _ in capacity_bad):
+            return None
+        bound = dict(capacity)
+        bound.update(dict.fromkeys(capacity_unbounded, MAX_UNITS))
+    else:
+        bound = dict(allocatable)
+        for name in unreadable:
+            if not name:
+                return None  # an entry with no readable name could be any resource
+            bound[name] = (capacity or {}).get(name, MAX_UNITS)
+    if PODS not in bound:
+        bound[PODS] = MAX_UNITS
+    return bound
+
+
+def _read_node(item: object, where: str) -> _NodeOutcome:
+    """One node item; an unreadable one comes back with its upper bound (see UnreadableNode)."""
     what = where
     name: str | None = None
+    if not isinstance(item, Mapping):
+        reason = f"is {_describe(item)}, not a Kubernetes object"
+        return _NodeOutcome(what, None, None, (reason,), UnreadableNode(where, reason))
     try:
         meta = _mapping(item.get("metadata"), "metadata", required=True)
         name = _string(meta.get("name"), "metadata.name", required=True)
@@ -496,13 +574,45 @@ def _read_node(item: Mapping[str, Any], where: str) -> _NodeOutcome:
             raise _Malformed("spec.unschedulable", f"= {_short(unschedulable)} is not a boolean")
         taints = _taints(spec.get("taints"))
         status = _mapping(item.get("status"), "status")
-        if "allocatable" not in status:
-            raise _Malformed("status.allocatable", "is missing")
-        allocatable = _resource_list(status.get("allocatable"), "status.allocatable")
         ready = _ready(status)
     except _Malformed as bad:
-        return _NodeOutcome(what, name, None, (bad.reason,))
-    gpu, problems = _gpu_info(labels, allocatable)
+        return _NodeOutcome(
+            what, name, None, (bad.reason,), UnreadableNode(name or where, bad.reason)
+        )
+    assert name is not None
+    allocatable, bad_entries = _lenient_resources(status.get("allocatable"), "status.allocatable")
+    if allocatable is not None and not bad_entries and PODS not in allocatable:
+        # kube-scheduler reads a missing entry as 0 pods allowed ("Too many pods"), but kubelet
+        # always sets it (--max-pods, 110 by default): a dump without it is incomplete, not a
+        # node that takes no pods. Unknown, bounded by status.capacity's pods if given.
+        bad_entries = [
+            (
+                PODS,
+                "status.allocatable has no pods entry (kubelet always sets one; "
+                "how many pods the node takes is unknown)",
+            )
+        ]
+    if bad_entries:
+        problems = tuple(problem for _, problem in bad_entries)
+        bound_alloc = _upper_bound(allocatable, (n for n, _ in bad_entries), status)
+        bound = None
+        if bound_alloc is not None:
+            gpu, _ = _gpu_info(labels, bound_alloc)  # label problems: the node is unknown anyway
+            bound = NodeState(
+                name=name,
+                allocatable=tuple(bound_alloc.items()),
+                requested=(),
+                ready=ready,
+                unschedulable=unschedulable,
+                labels=tuple(labels.items()),
+                taints=taints,
+                gpu=gpu,
+            )
+        return _NodeOutcome(
+            what, name, None, problems, UnreadableNode(name, "; ".join(problems), bound)
+        )
+    assert allocatable is not None
+    gpu, label_problems = _gpu_info(labels, allocatable)
     state = NodeState(
         name=str(name),
         allocatable=tuple(allocatable.items()),
@@ -513,7 +623,7 @@ def _read_node(item: Mapping[str, Any], where: str) -> _NodeOutcome:
         taints=taints,
         gpu=gpu,
     )
-    return _NodeOutcome(what, name, state, tuple(problems))
+    return _NodeOutcome(what, name, state, tuple(label_problems))
 
 
 # -- documents ------------------------------------------------------------------
@@ -584,7 +694,7 @@ def _status_reason(doc: Mapping[str, Any], noun: str) -> str:
 
 def _items(
     doc: object, source: str, kind: _Kind
-) -> tuple[list[tuple[str, Mapping[str, Any]]] | None, str | None, list[Unknown]]:
+) -> tuple[list[tuple[str, Any]] | None, str | None, list[Unknown]]:
     """The items of ``kind`` in one document: ``(items, None, unknowns)`` or ``(None, reason, [])``."""
     parsed, reason = _parse(doc, source, kind.noun)
     if parsed is None:
@@ -610,13 +720,16 @@ def _items(
             ),
             [],
         )
-    found: list[tuple[str, Mapping[str, Any]]] = []
+    found: list[tuple[str, Any]] = []
     unknowns: list[Unknown] = []
     foreign: list[str] = []
     for i, item in enumerate(raw_items):
         where = f"{source} items[{i}]"
         if not isinstance(item, Mapping):
-            unknowns.append(Unknown(where, f"is {_describe(item)}, not a Kubernetes object"))
+            if kind is _NODES and doc_kind == kind.list_kind:
+                found.append((where, item))  # a NodeList item is a node, readable or not
+            else:
+                unknowns.append(Unknown(where, f"is {_describe(item)}, not a Kubernetes object"))
             continue
         item_kind = item.get("kind") or (kind.item if doc_kind == kind.list_kind else None)
         if item_kind is None:
@@ -670,11 +783,11 @@ def _runtime_classes(
 
 
 def _assemble(
-    node_items: list[tuple[str, Mapping[str, Any]]] | None,
+    node_items: list[tuple[str, Any]] | None,
     nodes_reason: str | None,
-    pod_items: list[tuple[str, Mapping[str, Any]]] | None,
+    pod_items: list[tuple[str, Any]] | None,
     pods_reason: str | None,
-    runtime_items: list[tuple[str, Mapping[str, Any]]] | None,
+    runtime_items: list[tuple[str, Any]] | None,
     runtime_reason: str | None,
     unknowns: list[Unknown],
 ) -> ClusterSnapshot:
@@ -685,29 +798,39 @@ def _assemble(
     if runtime_reason is not None:
         unknowns.append(Unknown("runtimeclasses", runtime_reason))
 
-    states: dict[str, NodeState] = {}
-    dropped: set[str] = set()
+    versions: dict[str, list[_NodeOutcome]] = {}
+    unreadable: dict[str, UnreadableNode] = {}
     for where, item in node_items or []:
         outcome = _read_node(item, where)
         unknowns.extend(Unknown(outcome.what, p) for p in outcome.problems)
-        state = outcome.state
-        if state is None:
-            continue
-        if state.name in states and states[state.name] != state:
+        if outcome.name is not None:
+            versions.setdefault(outcome.name, []).append(outcome)
+        elif outcome.unreadable is not None:  # not even a name: still a node that exists
+            unreadable[outcome.unreadable.name] = outcome.unreadable
+    states: dict[str, NodeState] = {}
+    for name, outcomes in sorted(versions.items()):
+        first = outcomes[0]
+        if any((o.state, o.unreadable) != (first.state, first.unreadable) for o in outcomes):
             unknowns.append(
-                Unknown(outcome.what, "is listed twice with different contents; left out")
+                Unknown(f"node/{name}", "is listed twice with different contents; left out")
             )
-            dropped.add(state.name)
-        states[state.name] = state
-    for name in dropped:
-        del states[name]
+            unreadable[name] = UnreadableNode(
+                name, "is listed twice with different contents: which one holds is unknown"
+            )
+        elif first.state is not None:
+            states[name] = first.state
+        elif first.unreadable is not None:
+            unreadable[name] = first.unreadable
 
     requested: dict[str, dict[str, int]] = {name: {PODS: 0} for name in states}
     broken: dict[str, list[str]] = {}
+    orphans: dict[str, list[str]] = {}
     for where, item in pod_items or []:
         pod = _read_pod(item, where)
         if pod is None:
             continue
+        if pod.node is not None and pod.node not in states and pod.node not in unreadable:
+            orphans.setdefault(pod.node, []).append(pod.what)
         if pod.problem is not None:
             bound = pod.node if pod.node in states else None
             consequence = f"; node {bound}'s occupancy is unknown" if bound else ""
@@ -716,10 +839,20 @@ def _assemble(
                 broken.setdefault(bound, []).append(f"{pod.what} cannot be read: {pod.problem}")
             continue
         if pod.node not in states or pod.requests is None:
-            continue  # bound to a node outside the node list: not ours to count
+            continue  # an unreadable node, or one missing from the node list (below)
         totals = requested[pod.node]
         _add(totals, pod.requests)
         totals[PODS] += 1
+    if nodes_reason is None:
+        for name, pod_names in sorted(orphans.items()):
+            shown = ", ".join(sorted(pod_names)[:3]) + ("…" if len(pod_names) > 3 else "")
+            reason = (
+                f"is not in the node list, yet {len(pod_names)} pod(s) are bound to it "
+                f"({shown}): the node list may be partial or stale, so what this node "
+                "holds is unknown"
+            )
+            unknowns.append(Unknown(f"node/{name}", reason))
+            unreadable[name] = UnreadableNode(name, reason)
 
     nodes: list[NodeState] = []
     for name, state in sorted(states.items()):
@@ -740,6 +873,7 @@ def _assemble(
         unknowns=tuple(sorted(set(unknowns), key=lambda u: (u.what, u.reason))),
         nodes_unknown=nodes_reason,
         runtime_classes=runtime_classes,
+        unreadable_nodes=() if nodes_reason is not None else tuple(unreadable.values()),
     )
 
 
@@ -784,7 +918,7 @@ def snapshot_from_kubernetes(
     unknowns.extend(more)
     pod_items, pods_reason, more = _items(pods_json, pods_source, _PODS)
     unknowns.extend(more)
-    runtime_items: list[tuple[str, Mapping[str, Any]]] | None = None
+    runtime_items: list[tuple[str, Any]] | None = None
     runtime_reason: str | None = None
     if runtime_classes_json is not None:
         runtime_items, runtime_reason, more = _items(

@@ -247,15 +247,28 @@ def plan_pods(
     solve = _solve_mix if mix else _solve_plain
     known = [n for n in cluster.nodes if n.occupancy_known]
     unknown_nodes = [n for n in cluster.nodes if not n.occupancy_known]
+    # nodes that exist but cannot be read: absent for "fits", their upper bound for
+    # "does not fit"; one with no bound could hold anything, so nothing is proven without it
+    bounds = [u.bound for u in cluster.unreadable_nodes if u.bound is not None]
+    unbounded = [u.name for u in cluster.unreadable_nodes if u.bound is None]
+    unknown = [_bracketed(u, cluster) for u in unknown]
     solved = solve(planned, known, cfg)
     result = solved.packing
     considered: list[NodeState] = known
     if result.feasible is True:
         verdict = "unknown" if deferred else "fits"
-    elif not unknown_nodes:
+    elif not unknown_nodes and not cluster.unreadable_nodes:
         verdict = "does-not-fit" if result.feasible is False else "unknown"
+    elif unbounded:
+        verdict = "unknown"
+        result = _with_note(
+            result,
+            f"fits only if unreadable node(s) have room ({_names(unbounded)}); nothing bounds "
+            "what they hold, so it cannot be proven not to fit",
+        )
+        solved = replace(solved, packing=result)
     else:
-        optimistic_nodes = known + [n.as_empty() for n in unknown_nodes]
+        optimistic_nodes = known + [n.as_empty() for n in unknown_nodes] + bounds
         optimistic = solve(planned, optimistic_nodes, cfg)
         if optimistic.packing.feasible is False:
             verdict, solved, considered = "does-not-fit", optimistic, optimistic_nodes
@@ -286,21 +299,22 @@ def plan_pods(
             summary = u.summary
             hopeful = [
                 n.name
-                for n in unknown_nodes
+                for n in [*unknown_nodes, *bounds]
                 if n not in considered and _could_host(by_pod[u.pod], n)
-            ]
+            ] + unbounded
+            fix = u.fix
             if hopeful:
                 kind = "unknown"
-                summary += (
-                    f"; {len(hopeful)} node(s) of unknown occupancy could hold it "
-                    f"({', '.join(hopeful[:3])}{'…' if len(hopeful) > 3 else ''})"
-                )
-            explained.append(Unplaced(u.pod, kind, summary, u.reasons, u.fix))
+                summary += _hopeful_note(hopeful)
+                fix = None  # a fix would rest on a guess about those nodes
+            explained.append(Unplaced(u.pod, kind, summary, u.reasons, fix))
         unplaced = tuple(explained)
         problems += _as_problems(mix_issues(all_pods, cluster.nodes, unplaced=result.unplaced))
         problems += _as_problems(solved.issues)
     else:
-        unplaced = _explain_unplaced(planned, cluster, considered, result, unknown_nodes)
+        unplaced = _explain_unplaced(
+            planned, cluster, considered, result, [*unknown_nodes, *bounds], unbounded
+        )
     unplaced += tuple(
         Unplaced(
             p.pod,
@@ -313,8 +327,8 @@ def plan_pods(
     )
     fix = (
         _smallest_fix(planned, cluster, considered, result, cfg, mix=mix)
-        if verdict == "does-not-fit"
-        else None
+        if verdict == "does-not-fit" and not cluster.unreadable_nodes
+        else None  # with unreadable nodes, the fix would rest on a guess of their size
     )
     if mix and verdict == "does-not-fit":
         hopeless = {u.pod for u in unplaced if u.kind == "unresolvable"}
@@ -334,7 +348,7 @@ def plan_pods(
         solver=result.report,
         proofs=result.proofs
         if verdict != "unknown"
-        else tuple(f"on the nodes of known occupancy only: {p}" for p in result.proofs),
+        else tuple(f"on the readable nodes of known occupancy only: {p}" for p in result.proofs),
         fix=fix,
         mig=solved.mig,
     )
@@ -481,10 +495,39 @@ def _realised_cluster(cluster: ClusterSnapshot, nodes: Sequence[NodeState]) -> C
     )
 
 
+def _names(names: Sequence[str]) -> str:
+    return f"{', '.join(names[:3])}{'…' if len(names) > 3 else ''}"
+
+
+def _hopeful_note(names: Sequence[str]) -> str:
+    return (
+        f"; {len(names)} node(s) of unknown occupancy or unreadable allocatable could hold it "
+        f"({_names(names)})"
+    )
+
+
+def _with_note(result: PackingResult, note: str) -> PackingResult:
+    return replace(result, report=replace(result.report, notes=(*result.report.notes, note)))
+
+
+def _bracketed(item: Unknown, cluster: ClusterSnapshot) -> Unknown:
+    """An unreadable node's unknown, saying how the plan brackets it."""
+    for node in cluster.unreadable_nodes:
+        if item.what in (f"node/{node.name}", node.name):
+            how = (
+                "nothing bounds it, so the plan never concludes does-not-fit while it is unread"
+                if node.bound is None
+                else "bounded by what is readable and status.capacity for does-not-fit"
+            )
+            return Unknown(item.what, f"{item.reason}; left out for fits, {how}")
+    return item
+
+
 def _with_unknown_note(result: PackingResult, optimistic: PackingResult) -> PackingResult:
     note = (
-        "fits only if some node of unknown occupancy has room "
-        f"(it places {len(optimistic.assignments)} pods with those nodes empty)"
+        "fits only if some node of unknown occupancy or unreadable allocatable has room "
+        f"(it places {len(optimistic.assignments)} pods with those nodes empty and as large "
+        "as they could be)"
     )
     return replace(result, report=replace(result.report, notes=(*result.report.notes, note)))
 
@@ -492,7 +535,19 @@ def _with_unknown_note(result: PackingResult, optimistic: PackingResult) -> Pack
 def _with_scheduler(out: Plan, pods: Sequence[PodRequest], cluster: ClusterSnapshot) -> Plan:
     from vfcore.placement.scheduler import predict_for_plan
 
-    return replace(out, scheduler=predict_for_plan(pods, cluster, out))
+    report = predict_for_plan(pods, cluster, out)
+    if cluster.unreadable_nodes:  # kube-scheduler would score those nodes too: nothing is sure
+        names = [u.name for u in cluster.unreadable_nodes]
+        reason = (
+            f"node(s) {_names(names)} cannot be read; kube-scheduler would consider them "
+            f"too, so the model cannot tell (without them: {report.prediction.verdict})"
+        )
+        report = replace(
+            report,
+            prediction=replace(report.prediction, verdict="unknown", reason=reason),
+            remedy=None,
+        )
+    return replace(out, scheduler=report)
 
 
 # -- problems the seeds name -------------------------------------------------------------------
@@ -542,12 +597,14 @@ def _problems(
                     f"pass --gpu-runtime-class {nvidia[0]}",
                 )
             )
-    advertised = {r for n in cluster.nodes for r, v in n.allocatable if v > 0}
+    bounds = [u.bound for u in cluster.unreadable_nodes if u.bound is not None]
+    advertised = {r for n in [*cluster.nodes, *bounds] for r, v in n.allocatable if v > 0}
     if mode == "mix":  # idle MIG-capable cards can become what is missing
         from vfcore.mig import advertisable
 
         advertised |= advertisable(cluster.nodes)
-    if cluster.nodes_unknown is None:
+    # an unreadable node nothing bounds might advertise anything: "no node" is then unproven
+    if cluster.nodes_unknown is None and all(u.bound for u in cluster.unreadable_nodes):
         missing: dict[str, list[str]] = defaultdict(list)
         for pod in pods:
             for resource, _ in pod.requests:
@@ -625,30 +682,37 @@ def _explain_unplaced(
     considered: Sequence[NodeState],
     result: PackingResult,
     unknown_nodes: Sequence[NodeState] = (),
+    unbounded: Sequence[str] = (),
 ) -> tuple[Unplaced, ...]:
+    """Why each unplaced pod has no place, and the fix when one is certain.
+
+    ``unknown_nodes`` are the nodes the verdict brackets (unknown occupancy, and
+    the upper bounds of unreadable nodes); ``unbounded`` names unreadable nodes
+    nothing bounds. A pod one of them could hold is ``unknown``, with no fix.
+    """
     by_name = {p.pod: p for p in pods}
     load = _placed_load(pods, result.assignments)
+    bounds = {n.name for n in cluster.unreadable_nodes if n.bound is not None}
+    readable = [n for n in considered if n.name not in bounds]  # fixes name real nodes only
     out = []
     for name in result.unplaced:
         pod = by_name[name]
         per_node = [_reasons_on(pod, n, load.get(n.name, {})) for n in considered]
-        ever = any(_could_ever_hold(pod, n) for n in cluster.nodes)
+        ever = any(_could_ever_hold(pod, n) for n in [*cluster.nodes, *considered])
         fix = None if ever else _unresolvable_fix(pod, cluster)
         if ever:
-            fix = _free_on_one_host(pod, considered, load)
+            fix = _free_on_one_host(pod, readable, load)
         summary = summarise(name, len(considered), per_node)
         kind: Literal["unresolvable", "unschedulable", "unknown"] = (
             "unschedulable" if ever else "unresolvable"
         )
         hopeful = [
             n.name for n in unknown_nodes if n not in considered and _could_ever_hold(pod, n)
-        ]
+        ] + list(unbounded)
         if hopeful:
             kind = "unknown"
-            summary += (
-                f"; {len(hopeful)} node(s) of unknown occupancy could hold it "
-                f"({', '.join(hopeful[:3])}{'…' if len(hopeful) > 3 else ''})"
-            )
+            summary += _hopeful_note(hopeful)
+            fix = None  # it may fit as it is: no fix rests on a guess
         out.append(
             Unplaced(
                 pod=name,
@@ -662,9 +726,8 @@ def _explain_unplaced(
 
 
 def _unresolvable_fix(pod: PodRequest, cluster: ClusterSnapshot) -> str:
-    biggest = {
-        r: max((n.allocatable_of(r) for n in cluster.nodes), default=0) for r, _ in pod.requests
-    }
+    hosts = [*cluster.nodes, *(u.bound for u in cluster.unreadable_nodes if u.bound is not None)]
+    biggest = {r: max((n.allocatable_of(r) for n in hosts), default=0) for r, _ in pod.requests}
     short = [
         f"{u} {r} (the largest host has {biggest[r]})" for r, u in pod.requests if u > biggest[r]
     ]

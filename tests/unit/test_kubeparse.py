@@ -23,7 +23,7 @@ from vfcore.kubeparse import (
     snapshot_from_kubernetes,
     snapshot_from_list,
 )
-from vfcore.quantity import canonical_units, parse_quantity
+from vfcore.quantity import MAX_UNITS, canonical_units, parse_quantity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"
 GPU = "nvidia.com/gpu"
@@ -331,9 +331,22 @@ def test_unbound_pods_hold_nothing() -> None:
     assert node.free_of(GPU) == 8
 
 
-def test_pods_bound_to_a_node_not_in_the_list_are_ignored() -> None:
-    node = one_node_with(k_pod("elsewhere", "gone", [k_container({GPU: "8"})]))
-    assert node.free_of(GPU) == 8
+def test_pods_bound_to_a_node_not_in_the_list_name_it_as_unreadable() -> None:
+    pods = k_list(
+        [
+            k_pod("elsewhere", "gone", [k_container({GPU: "8"})]),
+            k_pod("also", "gone", [k_container({"cpu": "lots"})]),
+            k_pod("here", "n", [k_container({GPU: "1"})]),
+        ]
+    )
+    snap = snapshot(k_list([k_node("n", allocatable={GPU: "8", "pods": "110"})]), pods)
+    assert snap.node("n").free_of(GPU) == 7  # the listed node's occupancy is still known
+    assert [u.name for u in snap.unreadable_nodes] == ["gone"]
+    assert snap.unreadable_nodes[0].bound is None  # nothing says how big it is
+    reason = snap.unreadable_nodes[0].reason
+    assert "pod/ml/also, pod/ml/elsewhere" in reason and "2 pod(s)" in reason
+    assert Unknown("node/gone", reason) in snap.unknowns
+    assert not snap.is_fully_known
 
 
 def test_a_request_equal_to_allocatable_leaves_exactly_zero_free() -> None:
@@ -825,7 +838,27 @@ def test_a_malformed_node_is_left_out_and_reported(
     snap = snapshot(k_list([k_node("good"), bad]), pods)
     assert [n.name for n in snap.nodes] == ["good"]
     assert snap.node("good").requested_of("cpu") == 1000
-    assert snap.unknowns == (Unknown(what, reason),)
+    nameless = what.startswith("nodes.json")
+    # a node without a name cannot be matched with pod q, bound to "bad": "bad" is named too
+    orphan = Unknown(
+        "node/bad",
+        "is not in the node list, yet 1 pod(s) are bound to it (pod/ml/q): the node list "
+        "may be partial or stale, so what this node holds is unknown",
+    )
+    expected = [Unknown(what, reason), *([orphan] if nameless else [])]
+    assert snap.unknowns == tuple(sorted(expected, key=lambda u: (u.what, u.reason)))
+    # the node exists: it is unreadable, never absent. k_node gives no status.capacity, so an
+    # unreadable allocatable entry is unbounded (MAX_UNITS); anything else bounds nothing.
+    names = {u.name: u for u in snap.unreadable_nodes}
+    unreadable = names[what.removeprefix("node/") if not nameless else what]
+    entry = reason.partition('status.allocatable["')[2].partition('"]')[0]
+    if entry:
+        assert unreadable.bound is not None
+        assert unreadable.bound.allocatable_of(entry) == MAX_UNITS
+        assert unreadable.bound.allocatable_of("memory") == 32 * GI  # readable entries stand
+    else:
+        assert unreadable.bound is None
+    assert not snap.is_fully_known
 
 
 @pytest.mark.parametrize(
@@ -909,12 +942,15 @@ def test_non_object_items_are_reported_and_skipped() -> None:
 
 def test_a_node_listed_twice_differently_is_left_out() -> None:
     snap = snapshot(
-        k_list([k_node("x"), k_node("x", allocatable={"cpu": "1"}), k_node("y")]), k_list([])
+        k_list([k_node("x"), k_node("x", allocatable={"cpu": "1", "pods": "9"}), k_node("y")]),
+        k_list([]),
     )
     assert [n.name for n in snap.nodes] == ["y"]
     assert snap.unknowns == (
         Unknown("node/x", "is listed twice with different contents; left out"),
     )
+    # which version holds is unknown: the node is unreadable and nothing bounds it
+    assert [(u.name, u.bound) for u in snap.unreadable_nodes] == [("x", None)]
     twice = snapshot(k_list([k_node("x"), k_node("x")]), k_list([]))
     assert [n.name for n in twice.nodes] == ["x"] and twice.unknowns == ()
 

@@ -23,7 +23,8 @@ import sys
 import time
 import tracemalloc
 
-from vfcore.joins import JoinAssembler, JoinPolicy, Message
+from vfcore.join_policy import JoinPolicy
+from vfcore.routing import JoinAssembler, Message
 
 TARGET_OFFERS_PER_S = 200_000
 PENDING = 1_000

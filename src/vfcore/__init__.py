@@ -30,7 +30,7 @@ from vfcore.flow import (
     ProducerNode,
     takes_ctx,
 )
-from vfcore.joins import Dropped, Group, JoinAssembler, JoinOutput, JoinPolicy, Message
+from vfcore.join_policy import JoinPolicy
 from vfcore.names import PhysicalName, physical_name, physical_names
 from vfcore.packing import SolverConfig, SolverReport, check_placement, first_fit_decreasing, pack
 from vfcore.partition import (
@@ -44,6 +44,7 @@ from vfcore.partition import (
     partition_of,
 )
 from vfcore.plan import Plan, plan, plan_pods
+from vfcore.routing import Dropped, Group, JoinAssembler, JoinOutput, Message
 from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
     DEFAULT_GPU_RESOURCE,

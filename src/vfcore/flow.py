@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from vfcore.errors import ERROR, InvalidFlowError, Issue
-from vfcore.joins import JoinPolicy
+from vfcore.join_policy import JoinPolicy
 from vfcore.params import parameter_issues
 from vfcore.spec import (
     BATCH,

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 
 from vfcore.errors import ERROR, Issue
-from vfcore.joins import JoinPolicy
+from vfcore.join_policy import JoinPolicy
 from vfcore.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec
 
 __all__ = ["DEVICE_TYPES", "parameter_issues"]

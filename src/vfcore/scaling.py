@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.cluster import Unknown as ClusterUnknown
 from vfcore.errors import InvalidInputError
-from vfcore.joins import JoinPolicy
+from vfcore.join_policy import JoinPolicy
 
 if TYPE_CHECKING:
     from vfcore.claims import PodRequest

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vfcore.errors import ERROR, InvalidFlowError, Issue
-from vfcore.joins import JoinPolicy
+from vfcore.join_policy import JoinPolicy
 
 __all__ = [
     "BATCH",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
-from vfcore.joins import JoinPolicy, join_policy_parent_problems
+from vfcore.join_policy import JoinPolicy, join_policy_parent_problems
 from vfcore.params import parameter_issues
 from vfcore.spec import (
     BATCH,

@@ -8,17 +8,17 @@ import math
 import pytest
 
 from vfcore import BATCH, REALTIME, InvalidFlowError, InvalidInputError, VfError
-from vfcore.joins import (
+from vfcore.join_policy import JoinPolicy
+from vfcore.routing import (
     DROP_REASONS,
     Dropped,
     Group,
     JoinAssembler,
     JoinOutput,
-    JoinPolicy,
     Message,
-    _new_group,
     group_id_of,
 )
+from vfcore.routing.groups import new_group
 
 LR = ("left", "right")
 
@@ -532,7 +532,7 @@ def test_group_id_test_vectors():
 
 def test_the_fast_group_constructor_builds_the_same_record():
     pairs = (("left", Message("t", 1)), ("right", Message("t", 2)))
-    fast = _new_group("t", {"left": 1, "right": 2}, pairs)
+    fast = new_group("t", {"left": 1, "right": 2}, pairs)
     assert fast == Group("t", {"left": 1, "right": 2}, pairs)
     assert repr(fast) == repr(Group("t", {"left": 1, "right": 2}, pairs))
     with pytest.raises(AttributeError):

@@ -1,24 +1,4 @@
-"""Join policies: how a node with several parents groups their messages.
-
-A *join* is a processor (or consumer) with two or more parents. Its
-:class:`JoinPolicy` says how messages from the parents are grouped:
-
-- ``mode="trace"``: one group per trace id; complete when every parent has
-  delivered its half.
-- ``mode="time"``: messages from independent sources whose event timestamps lie
-  within ``tolerance_ms`` of each other; ``quorum`` lets a group with k of the N
-  synchronised parents go out after the timeout; ``collect`` names parents whose
-  every sample inside a window is attached as a list.
-
-What happens when halves are missing after ``timeout_ms`` is ``missing``:
-``drop`` (count and discard), ``error`` (dead-letter) or ``wait`` (no timeout at
-all). Without a policy a join uses :meth:`JoinPolicy.default_for` its flow type:
-BATCH waits forever, REALTIME drops after 10 s.
-
-Every inconsistency is reported at construction, with rule
-``invalid-join-policy`` and a fix; the checks that need the node's parents
-(quorum above the synchronised parents, collect windows naming non-parents)
-run in :func:`vfcore.validate`.
+"""The join assembler: carries out a join's :class:`~vfcore.join_policy.JoinPolicy`.
 
 :class:`JoinAssembler` is the policy at work: a pure state machine (time is an
 argument, never read from a clock) that takes offered messages and hands back
@@ -36,307 +16,33 @@ worked examples; the short form:
 
 from __future__ import annotations
 
-import hashlib
 import math
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 from vfcore.errors import ERROR, InvalidFlowError, InvalidInputError, Issue
+from vfcore.join_policy import RULE, JoinPolicy, format_ms, join_policy_parent_problems
+from vfcore.routing.groups import (
+    EMPTY_OUTPUT,
+    Dropped,
+    DropReason,
+    Group,
+    JoinOutput,
+    Message,
+    group_id_of,
+    new_group,
+)
 
 __all__ = [
-    "DROP_REASONS",
-    "DropReason",
-    "Dropped",
-    "Group",
+    "DEFAULT_MAX_COLLECTED",
+    "DEFAULT_REMEMBER_EMITTED",
+    "INVALID_CLOCK_RULE",
+    "INVALID_PARENTS_RULE",
+    "UNKNOWN_PARENT_RULE",
     "JoinAssembler",
-    "JoinMode",
-    "JoinOutput",
-    "JoinPolicy",
-    "Message",
-    "MissingPolicy",
-    "group_id_of",
 ]
-
-JoinMode = Literal["trace", "time"]
-MissingPolicy = Literal["drop", "wait", "error"]
-
-_MODES = ("trace", "time")
-_MISSING = ("drop", "wait", "error")
-REALTIME_DEFAULT_TIMEOUT_MS = 10_000
-RULE = "invalid-join-policy"
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _positive(value: object) -> bool:
-    return _is_number(value) and math.isfinite(float(value)) and float(value) > 0  # type: ignore[arg-type]
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _normalise_collect(collect: object) -> tuple[tuple[str, Any], ...] | str | None:
-    """Mapping or pairs → sorted pairs; a string describing the problem if malformed."""
-    if collect is None:
-        return None
-    items: Iterable[Any]
-    if isinstance(collect, Mapping):
-        items = collect.items()
-    elif isinstance(collect, list | tuple):
-        items = collect
-    else:
-        return f"collect must map parent names to windows in ms, got {type(collect).__name__}"
-    pairs: list[tuple[str, Any]] = []
-    for item in items:
-        if not (isinstance(item, list | tuple) and len(item) == 2):
-            return f"collect entries must be (parent, window_ms) pairs, got {item!r}"
-        parent, window = item
-        if not isinstance(parent, str) or not parent:
-            return f"collect names parents by their non-empty name, got {parent!r}"
-        pairs.append((parent, window))
-    names = [p for p, _ in pairs]
-    if len(set(names)) != len(names):
-        return f"collect names a parent twice: {sorted(names)}"
-    return tuple(sorted(pairs))
-
-
-@dataclass(frozen=True, slots=True)
-class JoinPolicy:
-    """How a join groups its parents' messages (validated at construction).
-
-    >>> JoinPolicy(mode="time", tolerance_ms=40, timeout_ms=500, quorum=2).quorum
-    2
-    >>> JoinPolicy(mode="trace", quorum=2)
-    Traceback (most recent call last):
-    ...
-    vfcore.errors.InvalidFlowError: invalid-join-policy: quorum=2 applies only to mode='time' ...
-    """
-
-    mode: JoinMode = "trace"
-    timeout_ms: float | None = None
-    missing: MissingPolicy = "drop"
-    max_pending: int = 256
-    tolerance_ms: float | None = None
-    quorum: int | None = None
-    collect: tuple[tuple[str, float], ...] | None = None
-
-    def __post_init__(self) -> None:
-        normalised = _normalise_collect(self.collect)
-        problems: list[tuple[str, str]] = []
-        if isinstance(normalised, str):
-            problems.append((normalised, "pass collect={'parent_name': window_ms, ...}"))
-        else:
-            object.__setattr__(self, "collect", normalised)
-        problems.extend(_policy_problems(self))
-        if problems:
-            raise InvalidFlowError(Issue(RULE, ERROR, None, msg, hint) for msg, hint in problems)
-
-    @property
-    def collect_windows(self) -> dict[str, float]:
-        return dict(self.collect or ())
-
-    @property
-    def collected_parents(self) -> tuple[str, ...]:
-        return tuple(p for p, _ in self.collect or ())
-
-    @classmethod
-    def default_for(cls, flow_type: str) -> JoinPolicy:
-        """BATCH waits forever for every half; REALTIME drops after 10 s."""
-        if flow_type == "realtime":
-            return cls(timeout_ms=REALTIME_DEFAULT_TIMEOUT_MS, missing="drop")
-        return cls(timeout_ms=None, missing="wait")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "timeout_ms": self.timeout_ms,
-            "missing": self.missing,
-            "max_pending": self.max_pending,
-            "tolerance_ms": self.tolerance_ms,
-            "quorum": self.quorum,
-            "collect": None if self.collect is None else dict(self.collect),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> JoinPolicy:
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise InvalidFlowError(
-                [
-                    Issue(
-                        RULE,
-                        ERROR,
-                        None,
-                        f"unknown join policy field(s) {unknown}",
-                        f"use only {sorted(cls.__dataclass_fields__)}",
-                    )
-                ]
-            )
-        return cls(**dict(data))
-
-    def describe(self) -> str:
-        """A short human form, e.g. ``time ±40ms, timeout 500ms → drop, quorum 2``."""
-        parts: list[str] = [self.mode]
-        if self.mode == "time":
-            parts[0] = f"time ±{_fmt(self.tolerance_ms)}ms"
-        if self.timeout_ms is None:
-            parts.append("waits forever")
-        else:
-            parts.append(f"timeout {_fmt(self.timeout_ms)}ms → {self.missing}")
-        if self.quorum is not None:
-            parts.append(f"quorum {self.quorum}")
-        if self.collect:
-            parts.append(
-                "collect " + ", ".join(f"{p} {_fmt(w)}ms" for p, w in self.collect),
-            )
-        return ", ".join(parts)
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _policy_problems(policy: JoinPolicy) -> list[tuple[str, str]]:
-    """Every inconsistency of a policy on its own, as (message, hint) pairs."""
-    out: list[tuple[str, str]] = []
-    mode, timeout, tolerance = policy.mode, policy.timeout_ms, policy.tolerance_ms
-    if mode not in _MODES:
-        out.append((f"mode={mode!r} is not a join mode", "use mode='trace' or mode='time'"))
-    if policy.missing not in _MISSING:
-        out.append(
-            (
-                f"missing={policy.missing!r} is not a missing-half policy",
-                "use missing='drop', 'wait' or 'error'",
-            )
-        )
-    if timeout is not None and not _positive(timeout):
-        out.append(
-            (
-                f"timeout_ms={timeout!r} must be a number > 0 (or None to wait forever)",
-                "give the timeout in milliseconds, e.g. timeout_ms=500",
-            )
-        )
-    if policy.missing == "wait" and timeout is not None:
-        out.append(
-            (
-                f"missing='wait' waits forever, yet timeout_ms={timeout!r} is set",
-                "drop timeout_ms, or choose missing='drop' or 'error' for what the timeout does",
-            )
-        )
-    if not _positive_int(policy.max_pending):
-        out.append(
-            (
-                f"max_pending={policy.max_pending!r} must be an int >= 1",
-                "bound the pending groups, e.g. max_pending=256",
-            )
-        )
-    time_only = [
-        (name, value)
-        for name, value in (
-            ("tolerance_ms", tolerance),
-            ("quorum", policy.quorum),
-            ("collect", policy.collect),
-        )
-        if value is not None
-    ]
-    if mode == "trace":
-        for name, value in time_only:
-            shown = dict(value) if name == "collect" and isinstance(value, tuple) else value
-            out.append(
-                (
-                    f"{name}={shown!r} applies only to mode='time' (this policy is mode='trace')",
-                    f"set mode='time' or remove {name}",
-                )
-            )
-    if mode == "time":
-        if tolerance is None or not _positive(tolerance):
-            out.append(
-                (
-                    f"mode='time' needs tolerance_ms > 0, got {tolerance!r}",
-                    "say how far apart event timestamps of one group may lie, e.g. tolerance_ms=40",
-                )
-            )
-        if policy.quorum is not None:
-            if not _positive_int(policy.quorum):
-                out.append(
-                    (
-                        f"quorum={policy.quorum!r} must be an int >= 1",
-                        "give the number of synchronised parents a partial group needs",
-                    )
-                )
-            elif timeout is None:
-                out.append(
-                    (
-                        f"quorum={policy.quorum} emits partial groups after the timeout, "
-                        "but timeout_ms is None",
-                        "set timeout_ms (e.g. 500) with missing='drop' or 'error'",
-                    )
-                )
-        if isinstance(policy.collect, tuple):
-            for parent, window in policy.collect:
-                if not _positive(window):
-                    out.append(
-                        (
-                            f"collect window for {parent!r} is {window!r}; it must be a number > 0",
-                            "give each collected parent a window in ms, e.g. {'imu': 100}",
-                        )
-                    )
-    return out
-
-
-def join_policy_parent_problems(
-    policy: JoinPolicy, parents: tuple[str, ...]
-) -> list[tuple[str, str]]:
-    """The checks that need the node's parents: collect names, quorum bounds."""
-    out: list[tuple[str, str]] = []
-    if policy.mode != "time":
-        return out
-    collected = policy.collected_parents
-    strangers = sorted(set(collected) - set(parents))
-    if strangers:
-        out.append(
-            (
-                f"collect names {strangers}, which are not parents (parents: {list(parents)})",
-                "name only the node's own parents in collect",
-            )
-        )
-    synchronised = [p for p in parents if p not in collected]
-    if len(parents) >= 2 and not synchronised:
-        out.append(
-            (
-                f"every parent {list(parents)} is collected, so no parent anchors a group",
-                "leave at least one parent out of collect; its messages define the groups",
-            )
-        )
-    if (
-        _positive_int(policy.quorum)
-        and synchronised
-        and policy.quorum is not None
-        and policy.quorum > len(synchronised)
-    ):
-        out.append(
-            (
-                f"quorum={policy.quorum} exceeds the {len(synchronised)} synchronised "
-                f"parent(s) {synchronised}",
-                f"use a quorum between 1 and {len(synchronised)}",
-            )
-        )
-    return out
-
-
-# -- the assembler ------------------------------------------------------------------
-
-DropReason = Literal["timeout", "evicted", "duplicate", "error", "stale"]
-#: Why a message left a join without being emitted (``docs/joins.md``, "Reasons").
-DROP_REASONS: tuple[DropReason, ...] = ("timeout", "evicted", "duplicate", "error", "stale")
 
 UNKNOWN_PARENT_RULE = "unknown-join-parent"
 INVALID_PARENTS_RULE = "invalid-join-parents"
@@ -355,209 +61,6 @@ _FIRST = 0
 _FILLED = 1
 _TRACE = 2
 _SLOT0 = 3
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One message offered to a join.
-
-    ``trace_id`` names the event the message belongs to (every half of one
-    event carries the same one); ``event_ts_ms`` is when the event happened, in
-    ms, as the producer stamped it: required in time mode, optional in trace
-    mode. ``payload`` is opaque to the join.
-    """
-
-    trace_id: str
-    payload: Any
-    event_ts_ms: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"trace_id": self.trace_id, "payload": self.payload, "event_ts_ms": self.event_ts_ms}
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """A finished group: what the join's ``process`` (or ``consume``) receives.
-
-    ``members`` maps every parent, in parent order, to its payload: ``None`` for
-    a synchronised parent missing from a quorum group, a time-sorted tuple of
-    payloads for a collected parent. ``messages`` holds the ``(parent,
-    message)`` pairs behind the members (what the executor acknowledges), in
-    parent order, collected samples by time. ``group_id`` is
-    :func:`group_id_of` those messages (computed when read: the trace hot path
-    does not pay for it). In trace mode ``trace_id`` is the members' shared
-    trace id; in time mode the members come from independent sources and
-    ``trace_id`` is the ``group_id``. ``missing`` names the
-    synchronised parents absent from a quorum group (empty when complete).
-    ``first_ts_ms`` / ``last_ts_ms`` are the earliest and latest event time of
-    the synchronised members (time mode; ``None`` in trace mode).
-
-    >>> a = JoinAssembler(("left", "right"), JoinPolicy())
-    >>> a.offer("left", Message("t1", "L"), now_ms=0).groups
-    ()
-    >>> [dict(g.members) for g in a.offer("right", Message("t1", "R"), now_ms=5).groups]
-    [{'left': 'L', 'right': 'R'}]
-    """
-
-    trace_id: str
-    members: dict[str, Any]
-    messages: tuple[tuple[str, Message], ...]
-    missing: tuple[str, ...] = ()
-    first_ts_ms: float | None = None
-    last_ts_ms: float | None = None
-
-    @property
-    def group_id(self) -> str:
-        """A stable function of the members: ``group_id_of(self.messages)``."""
-        return group_id_of(self.messages)
-
-    @property
-    def complete(self) -> bool:
-        """Every synchronised parent is present."""
-        return not self.missing
-
-    @property
-    def span_ms(self) -> float | None:
-        """``last_ts_ms - first_ts_ms`` (time mode): at most the policy's tolerance."""
-        if self.first_ts_ms is None or self.last_ts_ms is None:
-            return None
-        return self.last_ts_ms - self.first_ts_ms
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "group_id": self.group_id,
-            "trace_id": self.trace_id,
-            "members": {p: list(v) if _is_sample_list(v) else v for p, v in self.members.items()},
-            "messages": [{"parent": p, **m.to_dict()} for p, m in self.messages],
-            "missing": list(self.missing),
-            "first_ts_ms": self.first_ts_ms,
-            "last_ts_ms": self.last_ts_ms,
-        }
-
-
-def _is_sample_list(value: object) -> bool:
-    return isinstance(value, tuple)
-
-
-@dataclass(frozen=True, slots=True)
-class Dropped:
-    """A message that left the join without being emitted, and why.
-
-    ``reason`` is one of :data:`DROP_REASONS`; ``detail`` says what happened
-    with the numbers, e.g. ``trace 't7' waited 10000 ms (timeout_ms=10000) for
-    ['right']``.
-    """
-
-    parent: str
-    message: Message
-    reason: DropReason
-    detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "parent": self.parent,
-            "reason": self.reason,
-            "detail": self.detail,
-            "message": self.message.to_dict(),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class JoinOutput:
-    """What one ``offer`` or ``expire`` call produced, in the order it happened."""
-
-    groups: tuple[Group, ...] = ()
-    dropped: tuple[Dropped, ...] = ()
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.groups and not self.dropped
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "groups": [g.to_dict() for g in self.groups],
-            "dropped": [d.to_dict() for d in self.dropped],
-        }
-
-
-_EMPTY = JoinOutput()
-
-_GROUP_SLOTS = Group.__dict__
-_set_trace_id = _GROUP_SLOTS["trace_id"].__set__
-_set_members = _GROUP_SLOTS["members"].__set__
-_set_messages = _GROUP_SLOTS["messages"].__set__
-_set_missing = _GROUP_SLOTS["missing"].__set__
-_set_first_ts = _GROUP_SLOTS["first_ts_ms"].__set__
-_set_last_ts = _GROUP_SLOTS["last_ts_ms"].__set__
-
-
-def _new_group(
-    trace_id: str, members: dict[str, Any], messages: tuple[tuple[str, Message], ...]
-) -> Group:
-    """``Group(trace_id, members, messages)`` for the trace hot path.
-
-    The same object the constructor makes, in about half the time: the frozen
-    dataclass's ``__init__`` goes through ``object.__setattr__`` per field; this
-    sets the slots directly. ``test_joins`` checks both agree.
-    """
-    group: Group = object.__new__(Group)
-    _set_trace_id(group, trace_id)
-    _set_members(group, members)
-    _set_messages(group, messages)
-    _set_missing(group, ())
-    _set_first_ts(group, None)
-    _set_last_ts(group, None)
-    return group
-
-
-# -- group ids ---------------------------------------------------------------------
-
-
-def _parent_code(parent: str) -> str:
-    return f"{len(parent)}:{parent}"
-
-
-def _trace_code(trace_id: object) -> str:
-    """A prefix-free text for a trace id; its type is part of it (7 and '7' differ)."""
-    tid = "s" + trace_id if type(trace_id) is str else f"o{type(trace_id).__name__}:{trace_id!r}"
-    return f"{len(tid)}:{tid}"
-
-
-def _ts_code(ts: object) -> str:
-    """A prefix-free text for an event time; 5 and 5.0 are the same time."""
-    if ts is None:
-        return "1:-"
-    if (type(ts) is float or type(ts) is int) and -(2**53) < ts < 2**53:
-        tsc = repr(float(ts))
-    else:
-        tsc = f"o{type(ts).__name__}:{ts!r}"
-    return f"{len(tsc)}:{tsc}"
-
-
-def _message_code(message: Message) -> str:
-    return _trace_code(message.trace_id) + _ts_code(message.event_ts_ms)
-
-
-def _digest(codes: Iterable[str]) -> str:
-    return hashlib.blake2b("".join(codes).encode(), digest_size=16).hexdigest()
-
-
-def group_id_of(messages: Iterable[tuple[str, Message]]) -> str:
-    """The id of a group: a stable function of its members, whatever their order.
-
-    The BLAKE2b-128 hex digest of the members' codes, sorted; a member's code
-    is its parent, trace id (with its type) and event time (as a float), each
-    length-prefixed, so different members never share a code. Payloads are not
-    part of it. Stable across processes, machines and Python versions (no
-    ``hash()``).
-
-    >>> ab = [("a", Message("t1", 1)), ("b", Message("t1", 2))]
-    >>> group_id_of(ab) == group_id_of(reversed(ab))
-    True
-    >>> group_id_of(ab)
-    '7507edd21994f5826034051714c95337'
-    """
-    return _digest(sorted(_parent_code(p) + _message_code(m) for p, m in messages))
 
 
 # -- the state machine -----------------------------------------------------------
@@ -595,7 +98,7 @@ def _is_finite_number(value: object) -> bool:
 
 def _output(groups: list[Group], dropped: list[Dropped]) -> JoinOutput:
     if not groups and not dropped:
-        return _EMPTY
+        return EMPTY_OUTPUT
     return JoinOutput(tuple(groups), tuple(dropped))
 
 
@@ -866,7 +369,7 @@ class JoinAssembler:
                 self._evict_trace(dropped)
             elif len(order) > 2 * len(traces) + 64:
                 self._order = deque(r for r in order if r)
-            return _EMPTY if dropped is None else JoinOutput((), tuple(dropped))
+            return EMPTY_OUTPUT if dropped is None else JoinOutput((), tuple(dropped))
         slot = _SLOT0 + index
         old = record[slot]
         record[slot] = message
@@ -884,7 +387,7 @@ class JoinAssembler:
         filled = record[_FILLED] + 1
         if filled < self._n:
             record[_FILLED] = filled
-            return _EMPTY if dropped is None else JoinOutput((), tuple(dropped))
+            return EMPTY_OUTPUT if dropped is None else JoinOutput((), tuple(dropped))
         del traces[trace_id]
         group = self._trace_group(trace_id, record)
         record.clear()
@@ -896,7 +399,7 @@ class JoinAssembler:
         pairs = tuple(zip(self.parents, record[_SLOT0:], strict=True))
         if self._remember:
             self._remember_emitted(trace_id)
-        return _new_group(trace_id, {p: m.payload for p, m in pairs}, pairs)
+        return new_group(trace_id, {p: m.payload for p, m in pairs}, pairs)
 
     def _remember_emitted(self, key: Any) -> None:
         self._recent.add(key)
@@ -932,8 +435,8 @@ class JoinAssembler:
             record.clear()
             missing = [p for p, m in zip(self.parents, messages, strict=True) if m is None]
             detail = (
-                f"trace {trace_id!r} waited {_fmt(waited)} ms "
-                f"(timeout_ms={_fmt(timeout)}) for {missing}"
+                f"trace {trace_id!r} waited {format_ms(waited)} ms "
+                f"(timeout_ms={format_ms(timeout)}) for {missing}"
             )
             for p, m in zip(self.parents, messages, strict=True):
                 if m is not None:
@@ -948,7 +451,7 @@ class JoinAssembler:
         del self._traces[trace_id]
         detail = (
             f"{len(self._traces) + 1} pending groups exceed max_pending={self._max_pending}; "
-            f"trace {trace_id!r} (first arrival at {_fmt(record[_FIRST])} ms) is the oldest"
+            f"trace {trace_id!r} (first arrival at {format_ms(record[_FIRST])} ms) is the oldest"
         )
         for p, m in zip(self.parents, record[_SLOT0:], strict=True):
             if m is not None:
@@ -1106,8 +609,8 @@ class JoinAssembler:
                 if self._windows[i] is None and group.messages[i] is None
             ]
             detail = (
-                f"group of {_fmt(group.lo)}..{_fmt(group.hi)} ms waited {_fmt(waited)} ms "
-                f"(timeout_ms={_fmt(timeout)}) for {missing}"
+                f"group of {format_ms(group.lo)}..{format_ms(group.hi)} ms waited {format_ms(waited)} ms "
+                f"(timeout_ms={format_ms(timeout)}) for {missing}"
             )
             if self._quorum is not None:
                 detail += f"; {group.count} of quorum={self._quorum} synchronised parents present"
@@ -1120,8 +623,8 @@ class JoinAssembler:
         self._remove_group(group)
         detail = (
             f"{len(self._groups) + 1} pending groups exceed max_pending={self._max_pending}; "
-            f"the group of {_fmt(group.lo)}..{_fmt(group.hi)} ms "
-            f"(first arrival at {_fmt(group.first_ms)} ms) is the oldest"
+            f"the group of {format_ms(group.lo)}..{format_ms(group.hi)} ms "
+            f"(first arrival at {format_ms(group.first_ms)} ms) is the oldest"
         )
         for i, m in enumerate(group.messages):
             if m is not None:
@@ -1161,7 +664,7 @@ class JoinAssembler:
                     victim[2],
                     "evicted",
                     f"{len(entries) + 1} samples of {parent!r} exceed "
-                    f"max_collected={self._max_collected}; the one at {_fmt(victim[0])} ms "
+                    f"max_collected={self._max_collected}; the one at {format_ms(victim[0])} ms "
                     "is the oldest",
                 )
             )
@@ -1200,11 +703,15 @@ class JoinAssembler:
                             parent,
                             sample[2],
                             "stale",
-                            f"{parent!r} sample at {_fmt(sample[0])} ms is before any window a "
+                            f"{parent!r} sample at {format_ms(sample[0])} ms is before any window a "
                             f"group can still take: newest synchronised event "
-                            f"{_fmt(self._newest)} ms - tolerance {_fmt(self._tolerance)} ms - "
-                            f"window {_fmt(window)} ms = {_fmt(reach)} ms"
-                            + ("" if cover == _INF else f", pending groups from {_fmt(cover)} ms"),
+                            f"{format_ms(self._newest)} ms - tolerance {format_ms(self._tolerance)} ms - "
+                            f"window {format_ms(window)} ms = {format_ms(reach)} ms"
+                            + (
+                                ""
+                                if cover == _INF
+                                else f", pending groups from {format_ms(cover)} ms"
+                            ),
                         )
                     )
                 del entries[:cut]
@@ -1225,8 +732,8 @@ class JoinAssembler:
                         parent,
                         sample[2],
                         "timeout",
-                        f"{parent!r} sample at {_fmt(sample[0])} ms waited "
-                        f"{_fmt(self._now - sample[3])} ms (timeout_ms={_fmt(self._timeout)}) "
+                        f"{parent!r} sample at {format_ms(sample[0])} ms waited "
+                        f"{format_ms(self._now - sample[3])} ms (timeout_ms={format_ms(self._timeout)}) "
                         "and no pending group's window covers it",
                     )
                 )

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from vfcore.partition import partition_of
+from vfcore.routing.partition import partition_of
 
 TARGET_KEYS_PER_S = 500_000
 

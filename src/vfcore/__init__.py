@@ -33,7 +33,9 @@ from vfcore.flow import (
 from vfcore.join_policy import JoinPolicy
 from vfcore.names import PhysicalName, physical_name, physical_names
 from vfcore.packing import SolverConfig, SolverReport, check_placement, first_fit_decreasing, pack
-from vfcore.partition import (
+from vfcore.plan import Plan, plan, plan_pods
+from vfcore.routing import Dropped, Group, JoinAssembler, JoinOutput, Message
+from vfcore.routing.partition import (
     InvalidKeyError,
     encode_key,
     expected_moved_fraction,
@@ -43,8 +45,6 @@ from vfcore.partition import (
     partition_key,
     partition_of,
 )
-from vfcore.plan import Plan, plan, plan_pods
-from vfcore.routing import Dropped, Group, JoinAssembler, JoinOutput, Message
 from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
     DEFAULT_GPU_RESOURCE,

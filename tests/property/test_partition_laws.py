@@ -1,4 +1,4 @@
-"""Laws of vfcore.partition: owners are in range, stable, typed, uniform, and move as predicted.
+"""Laws of vfcore.routing.partition: owners are in range, stable, typed, uniform, and move as predicted.
 
 The uniformity and movement checks use fixed seeds, so each gives the same
 answer on every run; their bounds are statistical (documented on each test)
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from vfcore.partition import (
+from vfcore.routing.partition import (
     JUMP_MAX_REPLICAS,
     STRATEGIES,
     encode_key,
@@ -199,7 +199,7 @@ _CHILD = (
     _KEYGEN
     + """
 import json
-from vfcore.partition import partition_of
+from vfcore.routing.partition import partition_of
 ks = make_keys()
 print(json.dumps({
     "keys": [repr(k) for k in ks],

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import vfcore.partition
+import vfcore.routing.partition
 from vfcore import InvalidInputError, NodeSpec, VfError
-from vfcore.partition import (
+from vfcore.routing.partition import (
     JUMP_MAX_REPLICAS,
     InvalidKeyError,
     encode_key,
@@ -74,7 +74,7 @@ def test_jump_vector(row: list[str]) -> None:
 
 
 def test_the_docstring_examples_hold() -> None:
-    result = doctest.testmod(vfcore.partition, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(vfcore.routing.partition, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10
     assert result.failed == 0
 

@@ -4,6 +4,8 @@
 groups the messages of a join's parents by its :class:`vfcore.JoinPolicy`;
 :mod:`vfcore.routing.groups` the messages, groups and drops it takes and hands
 back. The policy itself is part of the flow (:mod:`vfcore.join_policy`).
+:mod:`vfcore.routing.partition` hashes keys and says which replica of a
+partitioned node owns each one.
 """
 
 from vfcore.routing.groups import (
@@ -16,14 +18,38 @@ from vfcore.routing.groups import (
     group_id_of,
 )
 from vfcore.routing.joins import JoinAssembler
+from vfcore.routing.partition import (
+    JUMP_MAX_REPLICAS,
+    InvalidKeyError,
+    PartitionKey,
+    encode_key,
+    expected_moved_fraction,
+    jump_bucket,
+    key_hash,
+    moved_fraction,
+    owner_of,
+    partition_key,
+    partition_of,
+)
 
 __all__ = [
     "DROP_REASONS",
+    "JUMP_MAX_REPLICAS",
     "DropReason",
     "Dropped",
     "Group",
+    "InvalidKeyError",
     "JoinAssembler",
     "JoinOutput",
     "Message",
+    "PartitionKey",
+    "encode_key",
+    "expected_moved_fraction",
     "group_id_of",
+    "jump_bucket",
+    "key_hash",
+    "moved_fraction",
+    "owner_of",
+    "partition_key",
+    "partition_of",
 ]

@@ -224,8 +224,9 @@ def __getattr__(name: str) -> object:
     module_name = _LAZY_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
-    from vfcore import devices, mig, scaling
+    from vfcore import mig, scaling
     from vfcore.placement import scheduler
+    from vfcore.runtime import devices
 
     modules = {"scheduler": scheduler, "scaling": scaling, "devices": devices, "mig": mig}
     module = modules[module_name]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.integration.test_local_batch import read_lines, write_flow
 from vfadapters.local import run
-from vfcore.devices import GpuDevice
+from vfcore.runtime.devices import GpuDevice
 
 VF = Path(sys.executable).parent / "vf"
 

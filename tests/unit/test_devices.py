@@ -1,4 +1,4 @@
-"""GPU assignment for local runs (vfcore.devices): a table of fake host inventories.
+"""GPU assignment for local runs (vfcore.runtime.devices): a table of fake host inventories.
 
 Each row: the host's cards (index, free GiB), the GPU replicas (pod, gpu_count,
 gpu_memory_gib), the policy, and the expected devices per pod, status and
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from vfcore import InvalidInputError
-from vfcore.devices import (
+from vfcore.runtime.devices import (
     DeviceAssignment,
     DeviceRequest,
     GpuDevice,

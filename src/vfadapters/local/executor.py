@@ -432,7 +432,7 @@ class _Coordinator:
         self.assign_gpus()
 
     def assign_gpus(self) -> None:
-        from vfcore.devices import DeviceRequest, assign_devices, visible_devices
+        from vfcore.runtime.devices import DeviceRequest, assign_devices, visible_devices
 
         requests = [
             DeviceRequest(f"{n.spec.name}/{r}", n.spec.gpu_count, n.spec.gpu_memory_gib)

@@ -13,11 +13,12 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, TypeVar
 
 EXIT_OK, EXIT_RUNTIME, EXIT_INVALID, EXIT_STRICT = 0, 1, 2, 3
+T = TypeVar("T")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -272,15 +273,17 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     sys.stderr.write(
         f"planning {len(spec.nodes)} node(s) on {len(cluster.nodes)} cluster node(s)…\n"
     )
-    result = plan(
-        spec,
-        cluster,
-        gpu_mode=args.gpu_mode,
-        gpu_resource_name=args.gpu_resource_name,
-        gpu_runtime_class=args.gpu_runtime_class,
-        gpu_node_selector=selector,
-        resources=resources,
-        solver=solver,
+    result = _interruptible(
+        lambda: plan(
+            spec,
+            cluster,
+            gpu_mode=args.gpu_mode,
+            gpu_resource_name=args.gpu_resource_name,
+            gpu_runtime_class=args.gpu_runtime_class,
+            gpu_node_selector=selector,
+            resources=resources,
+            solver=solver,
+        )
     )
     doc = result.to_dict()
     doc["flow"] = {"name": spec.name, "flow_type": spec.flow_type}
@@ -303,8 +306,42 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _interruptible(work: Callable[[], T]) -> T:
+    """``work()`` in a daemon thread, so that Ctrl-C stops ``vf plan`` at once.
+
+    The solver runs in C++ and holds the thread that called it until it
+    returns (up to its time limit); Python sees SIGINT only in the main thread,
+    between bytecodes. Here the main thread only waits, so Ctrl-C prints
+    ``interrupted`` and exits 130 without waiting for the solver, and with no
+    partial plan on stdout.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # re-raised in the main thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="vf-plan", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+        os._exit(130)  # the solver thread cannot be stopped from here; nothing was written
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
 def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
-    from vfcore.quantity import format_quantity
+    from vfcore.quantity import format_human
 
     flow = doc["flow"]
     verdict = {"fits": "FITS", "does-not-fit": "DOES NOT FIT", "unknown": "UNKNOWN"}[doc["verdict"]]
@@ -333,7 +370,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
             continue
 
         def q(v: int | None, r: str = u["resource"]) -> str:
-            return "unknown" if v is None else format_quantity(r, v)
+            return "unknown" if v is None else format_human(r, v)  # one unit per resource
 
         rows.append(
             [

@@ -1600,6 +1600,7 @@ class _MixModel:
 
         solver = cp_model.CpSolver()
         cfg = self.ctx.config
+        solver.parameters.catch_sigint_signal = False  # Ctrl-C is the caller's (see packing)
         solver.parameters.num_workers = cfg.num_workers
         solver.parameters.random_seed = cfg.random_seed
         solver.parameters.max_deterministic_time = (

@@ -418,6 +418,10 @@ def _run_solver(
     """Solve with the configured determinism; the report without variables and notes."""
     cp_model = _cp_model()
     solver = cp_model.CpSolver()
+    # CP-SAT would otherwise take SIGINT for itself and stop as if the time limit were
+    # reached: an interrupted solve would pass for a timed-out one (UNKNOWN, exit 0), and
+    # Ctrl-C would never reach the caller. The caller decides what Ctrl-C does.
+    solver.parameters.catch_sigint_signal = False
     solver.parameters.num_workers = config.num_workers
     solver.parameters.random_seed = config.random_seed
     solver.parameters.max_deterministic_time = deterministic_time

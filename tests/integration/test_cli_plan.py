@@ -169,3 +169,94 @@ def test_a_spec_without_nodes_is_invalid(tmp_path):
     assert_bad_input(result, "invalid-spec")
     assert "has no nodes" in result.stderr
     assert "FITS" not in result.stdout
+
+
+def _hard_packing(folder: Path) -> Path:
+    """70 GPU pods of 21..43 cards on 22 nodes of ~100, total exactly equal: a long solve."""
+    import json
+    import random
+
+    rnd = random.Random(7)
+    sizes = [rnd.randint(21, 43) for _ in range(70)]
+    nodes: list[dict[str, object]] = [{"name": "src", "kind": "producer"}]
+    for i, gpus in enumerate(sizes):
+        parent = "src" if i == 0 else f"w{i - 1}"
+        nodes.append(
+            {
+                "name": f"w{i}",
+                "kind": "processor",
+                "parents": [parent],
+                "device_type": "gpu",
+                "gpu_count": gpus,
+            }
+        )
+    nodes.append({"name": "sink", "kind": "consumer", "parents": [f"w{len(sizes) - 1}"]})
+    flow = folder / "flow.json"
+    flow.write_text(json.dumps({"name": "hard", "flow_type": "batch", "nodes": nodes}))
+    caps = [100 + rnd.randint(-7, 7) for _ in range(sum(sizes) // 100)]
+    caps[-1] += sum(sizes) - sum(caps)
+    ready = [{"type": "Ready", "status": "True"}]
+    items = [
+        {
+            "kind": "Node",
+            "metadata": {"name": f"g{i:02d}", "labels": {"nvidia.com/gpu.present": "true"}},
+            "status": {
+                "allocatable": {
+                    "cpu": "640",
+                    "memory": "256Gi",
+                    "pods": "110",
+                    "nvidia.com/gpu": str(c),
+                },
+                "conditions": ready,
+            },
+        }
+        for i, c in enumerate(caps)
+    ]
+    items.append(
+        {
+            "kind": "Node",
+            "metadata": {"name": "cpu"},
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+                "conditions": ready,
+            },
+        }
+    )
+    (folder / "nodes.json").write_text(json.dumps({"kind": "NodeList", "items": items}))
+    (folder / "pods.json").write_text('{"kind": "PodList", "items": []}')
+    return flow
+
+
+def test_ctrl_c_during_a_long_solve_prints_interrupted_and_exits_130(tmp_path):
+    # CP-SAT would take SIGINT for itself and return UNKNOWN as if timed out (exit 0, a plan)
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    flow = _hard_packing(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vfadapters.cli", "plan", str(flow), "--cluster", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert process.stderr.readline().startswith("planning")
+        time.sleep(2.0)  # well inside the solve (tens of seconds on this instance)
+        assert process.poll() is None, "the solve ended before Ctrl-C: make the instance harder"
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        waited = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, (out, err)
+    assert err.strip().endswith("interrupted"), err
+    assert out == ""  # no partial plan, no UNKNOWN verdict passed off as a timeout
+    assert "Traceback" not in err
+    assert waited < 10, f"Ctrl-C took {waited:.1f} s: the solver kept the signal"

@@ -132,7 +132,7 @@ def test_a_stuck_processor_is_warned_about_and_its_recovery_noted(tmp_path: Path
                     time.sleep(2.5)  # stuck for a while, then goes on
                 return x
 
-        src = Numbers(20, name="src")
+        src = Numbers(60, name="src", sleep=0.03)  # still producing after the hiccup
         flow = Flow([Record(os.devnull, name="sink")(Hiccup(name="slow")(src))], flow_type=BATCH)
         """,
     )

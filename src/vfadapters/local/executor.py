@@ -910,7 +910,7 @@ class _Coordinator:
                 )
         return tuple(out)
 
-    def watch(self, now: float) -> None:
+    def watch(self, now: float, *, final: bool = False) -> None:
         """The no-progress watchdog: warn once per episode, note when it ends.
 
         A node *should* progress when it is a running producer, or when messages
@@ -919,6 +919,7 @@ class _Coordinator:
         is its ``processed + received`` growing. Example (threshold 10 s): a
         producer whose ``next()`` returns None from the start is warned about at
         10 s with how many Nones it returned, and is listed in the summary.
+        ``final``: the run has ended; settle the episodes under way, start none.
         """
         limit = self.opts.stall_warning_s
         if not limit:
@@ -952,7 +953,7 @@ class _Coordinator:
             if w.stall is not None:
                 w.stall["duration_s"] = idle
                 continue
-            if idle < limit:
+            if idle < limit or final:
                 continue
             if node.spec.is_producer and nones > w.nones:
                 detail = (
@@ -1107,6 +1108,8 @@ class _Coordinator:
             for signum, old in handlers.items():
                 signal.signal(signum, old)
         duration = time.monotonic() - self.t0
+        if hasattr(self, "ctl"):
+            self.watch(time.monotonic(), final=True)
         summary = self.summarise(status, duration)
         self.cleanup()
         return summary

@@ -1,6 +1,6 @@
 """One 4-GPU pod on a fragmented pool: 9 GPUs are free, yet no node has 4.
 
-    vf plan examples/big_pod.py --cluster examples/clusters/fragmented
+vf plan examples/big_pod.py --cluster examples/clusters/fragmented
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Detect the host's GPUs for a local run (nvidia-smi, else torch), as vfcore inventory.
 
-What to do with them is :func:`vfcore.devices.assign_devices`' decision; this
+What to do with them is :func:`vfcore.runtime.devices.assign_devices`' decision; this
 module only gathers the facts. Detection never raises: a host without
 ``nvidia-smi`` and without ``/dev/nvidia*`` has no GPU, and torch is asked only
 when device files exist but ``nvidia-smi`` does not (importing torch costs

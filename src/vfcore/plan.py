@@ -128,7 +128,7 @@ class Plan:
     solver: SolverReport
     proofs: tuple[str, ...]
     fix: str | None
-    scheduler: Any = None  # vfcore.scheduler's prediction (with its remedy), when computed
+    scheduler: Any = None  # vfcore.placement.scheduler's prediction (with its remedy), when computed
     mig: Any = None  # vfcore.mig.MigPlan in mix mode: layouts, configs, resources per pod
 
     @property

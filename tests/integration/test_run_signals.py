@@ -140,7 +140,7 @@ def test_sigterm_to_the_whole_group_drains_and_stops_like_ctrl_c(
     finally:
         with_group_killed(proc)
     doc = assert_stopped_cleanly(proc, stdout, stderr, out, proc.pid)
-    assert doc["stop"]["how"] == "drained"
+    assert doc["stop"] == {"how": "drained", "signal": "SIGTERM"}
     assert "died" not in stderr  # no replica died of the group's signal
 
 
@@ -154,7 +154,7 @@ def test_sigterm_to_the_coordinator_alone_drains_and_stops(tmp_path: Path) -> No
     finally:
         with_group_killed(proc)
     doc = assert_stopped_cleanly(proc, stdout, stderr, out, proc.pid)
-    assert doc["stop"]["how"] == "drained"
+    assert doc["stop"] == {"how": "drained", "signal": "SIGTERM"}
 
 
 def test_timeout_ends_a_batch_run_as_a_clean_stop(tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ def test_timeout_ends_a_batch_run_as_a_clean_stop(tmp_path: Path) -> None:
     finally:
         with_group_killed(proc)
     doc = assert_stopped_cleanly(proc, stdout, stderr, out, vf)
-    assert doc["stop"]["how"] == "drained"
+    assert doc["stop"] == {"how": "drained", "signal": "SIGTERM"}
 
 
 def with_group_killed(proc: subprocess.Popen[str]) -> None:

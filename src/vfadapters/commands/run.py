@@ -224,4 +224,5 @@ def print_summary(doc: dict[str, Any], out: TextIO) -> None:
         )
     stop = doc.get("stop")
     if stop:
-        out.write(f"\nstop: {stop['how']}\n")
+        by = f" (on {stop['signal']})" if stop.get("signal") else ""
+        out.write(f"\nstop: {stop['how']}{by}\n")

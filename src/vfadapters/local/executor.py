@@ -351,6 +351,7 @@ class _Coordinator:
         self.error: str | None = None
         self.failed = False
         self.stop_requests = 0
+        self.stop_signal: str | None = None  # the first signal that asked to stop
         self.stop_info: dict[str, Any] | None = None
         self.gpu_doc: dict[str, Any] | None = None
         self.t0 = time.monotonic()
@@ -747,6 +748,8 @@ class _Coordinator:
 
     def on_signal(self, signum: int, frame: Any) -> None:
         self.stop_requests += 1
+        if self.stop_signal is None:
+            self.stop_signal = signal.Signals(signum).name
         if self.stop_requests >= 2:
             self.ctl[CTL.ABORT] = 1
 
@@ -810,8 +813,9 @@ class _Coordinator:
                 drain_deadline = now + opts.drain_timeout_s
                 self.say(
                     logging.WARNING,
-                    f"stopping: producers stopped, draining in-flight work for up to "
-                    f"{opts.drain_timeout_s:g} s (Ctrl-C again to stop at once)",
+                    f"stopping ({self.stop_signal or 'requested'}): producers stopped, draining "
+                    f"in-flight work for up to {opts.drain_timeout_s:g} s (Ctrl-C again to stop "
+                    "at once)",
                 )
             if self.stop_requests >= 2:
                 self.stop_info = {
@@ -1124,6 +1128,8 @@ class _Coordinator:
         dead = sum(n.dead_letters for n in nodes.values())
         if status == "stopped" and self.stop_info is None:
             self.stop_info = {"how": "drained"}
+        if self.stop_info is not None and self.stop_signal is not None:
+            self.stop_info = {**self.stop_info, "signal": self.stop_signal}
         return RunSummary(
             flow=self.spec.name,
             flow_type=self.spec.flow_type,

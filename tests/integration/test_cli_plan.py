@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tests.integration.cli_helpers import REPO, assert_bad_input, one_json_document, run_vf
@@ -260,3 +261,87 @@ def test_ctrl_c_during_a_long_solve_prints_interrupted_and_exits_130(tmp_path):
     assert out == ""  # no partial plan, no UNKNOWN verdict passed off as a timeout
     assert "Traceback" not in err
     assert waited < 10, f"Ctrl-C took {waited:.1f} s: the solver kept the signal"
+
+
+def _two_4gpu_with(folder: Path, mutate) -> Path:
+    import json
+
+    nodes = json.loads((CLUSTERS / "two-4gpu" / "nodes.json").read_text())
+    pods = json.loads((CLUSTERS / "two-4gpu" / "pods.json").read_text())
+    mutate({i["metadata"]["name"]: i for i in nodes["items"]}, nodes, pods)
+    (folder / "nodes.json").write_text(json.dumps(nodes))
+    (folder / "pods.json").write_text(json.dumps(pods))
+    return folder
+
+
+def test_unreadable_nodes_make_the_plan_unknown_never_a_proof(tmp_path):
+    def mutate(by_name, nodes, pods):
+        del by_name["gpu-a"]["status"]["allocatable"]  # capacity still bounds it (4 GPUs)
+        by_name["gpu-b"]["status"]["allocatable"]["nvidia.com/gpu"] = "9999999999999999999Ei"
+        by_name["gpu-b"]["status"].pop("capacity", None)  # nothing bounds its GPUs
+        by_name["cpu-1"]["status"]["allocatable"]["memory"] = "9" * 5001
+
+    cluster = _two_4gpu_with(tmp_path, mutate)
+    result = run_vf("plan", STRANDING, "--cluster", cluster, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = one_json_document(result)
+    assert doc["verdict"] == "unknown"
+    assert doc["fix"] is None
+    reasons = {u["what"]: u["reason"] for u in doc["unknown"]}
+    assert "status.allocatable is missing" in reasons["node/gpu-a"]
+    assert 'status.allocatable["nvidia.com/gpu"]' in reasons["node/gpu-b"]
+    assert 'status.allocatable["memory"]' in reasons["node/cpu-1"]
+    assert "resource-not-advertised" not in {p["code"] for p in doc["problems"]}
+    assert all(u["kind"] == "unknown" and u["fix"] is None for u in doc["unplaced"])
+    text = run_vf("plan", STRANDING, "--cluster", cluster)
+    assert text.returncode == 0 and "UNKNOWN" in text.stdout
+    assert "no node can ever hold it" not in text.stdout
+    assert "internal-error" not in text.stderr
+
+
+def test_a_missing_pods_entry_is_unknown_never_free_a_pod_slot(tmp_path):
+    def mutate(by_name, nodes, pods):
+        for item in by_name.values():
+            item["status"]["allocatable"].pop("pods")
+            item["status"].get("capacity", {}).pop("pods", None)
+
+    result = run_vf("plan", STRANDING, "--cluster", _two_4gpu_with(tmp_path, mutate))
+    assert result.returncode == 0, result.stderr
+    assert "UNKNOWN" in result.stdout
+    assert "pod slot" not in result.stdout
+    assert "no pods entry" in result.stdout
+
+
+def test_pods_bound_to_a_node_missing_from_the_dump_are_named(tmp_path):
+    def mutate(by_name, nodes, pods):
+        pods["items"].append(
+            {
+                "kind": "Pod",
+                "metadata": {"namespace": "ml", "name": "orphan"},
+                "spec": {"nodeName": "gpu-z", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running"},
+            }
+        )
+
+    result = run_vf("plan", STRANDING, "--cluster", _two_4gpu_with(tmp_path, mutate), "--json")
+    doc = one_json_document(result)
+    assert doc["verdict"] == "fits"  # it fits on the nodes that were read
+    (note,) = [u for u in doc["unknown"] if u["what"] == "node/gpu-z"]
+    assert "pod/ml/orphan" in note["reason"] and "not in the node list" in note["reason"]
+
+
+def test_the_nodes_table_shows_one_unit_per_resource(tmp_path):
+    def mutate(by_name, nodes, pods):
+        by_name["gpu-a"]["status"]["allocatable"]["memory"] = "191100000Ki"
+        by_name["gpu-b"]["status"]["allocatable"]["memory"] = "131674Mi"
+        by_name["cpu-1"]["status"]["allocatable"]["cpu"] = "7500m"
+
+    result = run_vf("plan", STRANDING, "--cluster", _two_4gpu_with(tmp_path, mutate))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("  ")]
+    memory = [cell for row in rows if len(row) == 6 and row[1] == "memory" for cell in row[2:]]
+    cpu = [cell for row in rows if len(row) == 6 and row[1] == "cpu" for cell in row[2:]]
+    assert memory and all(re.fullmatch(r"\d+\.\dGi", cell) for cell in memory), memory
+    assert "182.2Gi" in memory and "128.6Gi" in memory
+    assert cpu and all(re.fullmatch(r"\d+(\.\d+)?", cell) for cell in cpu), cpu
+    assert "7.5" in cpu

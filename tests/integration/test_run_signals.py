@@ -182,3 +182,44 @@ def with_group_killed(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_process_a_node_starts_does_not_inherit_ignored_signals(tmp_path: Path) -> None:
+    """Workers never die of SIGTERM, yet what they start (ffmpeg, a server) may."""
+    child_pid = tmp_path / "child.pid"
+    flow = write_flow(
+        tmp_path,
+        f"""
+        import subprocess
+
+        class Starts(ProducerNode):
+            def open(self):
+                self.child = subprocess.Popen(["sleep", "60"])
+                with open({str(child_pid)!r}, "w") as f:
+                    f.write(str(self.child.pid))
+
+            def next(self):
+                time.sleep(0.01)
+                return 1
+
+            def close(self):
+                self.child.kill()
+                self.child.wait()
+
+        flow = Flow([Record(os.devnull, name="sink")(Starts(name="src"))], flow_type=BATCH)
+        """,
+    )
+    proc = start([str(VF), "run", str(flow), "--json"], tmp_path)
+    try:
+        wait_until(lambda: child_pid.exists() and child_pid.read_text(), 30, "the node's child")
+        status = Path(f"/proc/{int(child_pid.read_text())}/status").read_text()
+        ignored = int(
+            next(x for x in status.splitlines() if x.startswith("SigIgn:")).split()[1], 16
+        )
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        with_group_killed(proc)
+    assert proc.returncode == 130
+    assert not ignored & (1 << (signal.SIGTERM - 1)), hex(ignored)
+    assert not ignored & (1 << (signal.SIGINT - 1)), hex(ignored)

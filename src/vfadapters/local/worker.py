@@ -7,9 +7,14 @@ dead-lettering what keeps raising), flush the outputs to the children's rings,
 and only then *settle* the record, so that a replica killed with -9 loses
 nothing: its successor finds the record still in flight and redelivers it.
 
-Signals: SIGINT and SIGTERM are ignored (the coordinator decides how to stop
-and kills with SIGKILL when it must); the kernel kills the worker if its parent
-dies (``PR_SET_PDEATHSIG``), and the worker also exits when it sees it has been
+Signals: SIGINT and SIGTERM never stop a worker (the coordinator decides how to
+stop, and kills with SIGKILL when it must). A worker starts with both ignored
+(inherited from the fork server, or from the coordinator with ``spawn``), so a
+signal to the whole process group cannot kill it at any instant; it then
+catches both with a handler that does nothing, so that a process a node starts
+(``subprocess``, ``exec``) gets the default dispositions back instead of
+inheriting "ignored". The kernel kills the worker if its parent dies
+(``PR_SET_PDEATHSIG``), and the worker also exits when it sees it has been
 orphaned.
 """
 
@@ -170,10 +175,14 @@ def _release_forkserver_pipe() -> None:
         pass
 
 
+def _not_for_workers(signum: int, frame: Any) -> None:
+    """SIGINT/SIGTERM in a worker: nothing to do, the coordinator decides how to stop."""
+
+
 def worker_main(cfg: WorkerConfig, conn: Any) -> None:
     """The target of every worker process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _not_for_workers)
+    signal.signal(signal.SIGTERM, _not_for_workers)
     _set_parent_death_signal()
     _release_forkserver_pipe()
     with contextlib.suppress(OSError):

@@ -469,8 +469,11 @@ class _Coordinator:
         ctx = self.mp
         # the run's semaphores are named after it (sem.vf-<pid>-<token>-sem-…), so
         # that the next run removes them if this coordinator is killed with -9
-        config = mp.current_process()._config  # type: ignore[attr-defined]
-        old_prefix = config.get("semprefix", "/mp")
+        config = getattr(mp.current_process(), "_config", None)
+        if not isinstance(config, dict) or "semprefix" not in config:
+            self.create_rings(ctx)  # another Python: the semaphores keep their own names
+            return
+        old_prefix = config["semprefix"]
         config["semprefix"] = run_semaphore_prefix(self.prefix)
         try:
             self.create_rings(ctx)

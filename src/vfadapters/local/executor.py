@@ -1014,7 +1014,8 @@ class _Coordinator:
             self._last_rates[s.name] = (now, s.processed)
             errors = str(s.errors) + (f" ({s.dead_letters} dl)" if s.dead_letters else "")
             w = self.watches.get(s.name)
-            note = f"no progress {now - w.since:.0f} s" if w is not None and w.stall else ""
+            stalled = w is not None and w.stall is not None and not node.complete
+            note = f"stalled {now - w.since:.0f} s" if stalled and w is not None else ""
             table.add_row(
                 s.name,
                 str(s.replicas),

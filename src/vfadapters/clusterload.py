@@ -1,4 +1,4 @@
-"""Read ``--cluster PATH``: the I/O side of :mod:`vfcore.kubeparse`.
+"""Read ``--cluster PATH``: the I/O side of :mod:`vfcore.cluster.kubeparse`.
 
 PATH is either a directory holding ``nodes.json`` (``kubectl get nodes -o
 json``), ``pods.json`` (``kubectl get pods -A -o json``) and optionally
@@ -18,8 +18,7 @@ import os
 from pathlib import Path
 
 from vfcore import InvalidInputError
-from vfcore.cluster import ClusterSnapshot
-from vfcore.kubeparse import snapshot_from_kubernetes, snapshot_from_list
+from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes, snapshot_from_list
 
 __all__ = ["NODES_FILE", "PODS_FILE", "RUNTIME_CLASSES_FILE", "load_cluster"]
 

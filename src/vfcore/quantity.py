@@ -15,7 +15,7 @@ of memory, about 10**12 cpu cores, 10**15 GPUs — far beyond any node, and far
 below the solver's 64-bit integers, with room for 4096 such terms in one sum.
 ``9999999999999999999Ei`` or a 5,001-digit number is ``quantity-out-of-range``
 / ``invalid-quantity`` here; a cluster dump with one makes that node
-*unreadable* (:mod:`vfcore.kubeparse`), never a crash in the solver.
+*unreadable* (:mod:`vfcore.cluster.kubeparse`), never a crash in the solver.
 """
 
 from __future__ import annotations

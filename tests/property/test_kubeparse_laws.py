@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vfcore.kubeparse import snapshot_from_kubernetes
+from vfcore.cluster import snapshot_from_kubernetes
 
 CPU, MEMORY, PODS, GPU = "cpu", "memory", "pods", "nvidia.com/gpu"
 RESOURCES = (CPU, MEMORY, GPU)

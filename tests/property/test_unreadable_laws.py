@@ -10,8 +10,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tests.property.cluster_strategies import node_lists, pod_lists
-from vfcore.cluster import NodeState
-from vfcore.kubeparse import snapshot_from_kubernetes
+from vfcore.cluster import NodeState, snapshot_from_kubernetes
 from vfcore.packing import SolverConfig
 from vfcore.plan import plan_pods
 

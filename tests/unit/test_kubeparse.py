@@ -16,13 +16,17 @@ from typing import Any
 import pytest
 
 from vfcore import InvalidInputError
-from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, RuntimeClassInfo, Taint, Unknown
-from vfcore.kubeparse import (
-    gpu_info_from_labels,
-    pod_requests,
+from vfcore.cluster import (
+    ClusterSnapshot,
+    GpuInfo,
+    NodeState,
+    RuntimeClassInfo,
+    Taint,
+    Unknown,
     snapshot_from_kubernetes,
     snapshot_from_list,
 )
+from vfcore.cluster.kubeparse import gpu_info_from_labels, pod_requests
 from vfcore.quantity import MAX_UNITS, canonical_units, parse_quantity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"
@@ -1151,3 +1155,25 @@ def test_an_unreadable_single_file_makes_everything_unknown(doc: object, reason:
     assert snap.nodes == () and snap.nodes_unknown is not None
     assert snap.nodes_unknown.startswith(reason)
     assert {u.what for u in snap.unknowns} == {"nodes", "pods"}
+
+
+def test_kubeparse_and_the_snapshot_do_not_import_each_other() -> None:
+    """nodes <- kubeparse <- snapshot, one way, at every level (function-level imports too)."""
+    import ast
+
+    cluster = Path(__file__).resolve().parents[2] / "src" / "vfcore" / "cluster"
+
+    def imported(module: str) -> set[str]:
+        tree = ast.parse((cluster / f"{module}.py").read_text(encoding="utf-8"))
+        found: set[str] = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module:
+                found.add(n.module)
+            elif isinstance(n, ast.Import):
+                found.update(a.name for a in n.names)
+        return {m for m in found if m.startswith("vfcore.cluster") or m == "vfcore"}
+
+    assert imported("nodes") == set()
+    assert imported("kubeparse") == {"vfcore.cluster.nodes"}
+    assert imported("snapshot") == {"vfcore.cluster.kubeparse", "vfcore.cluster.nodes"}
+    assert ClusterSnapshot.from_kubernetes(None, None).nodes_unknown == "nodes.json is missing"

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from vfcore.claims import GPU_TOLERATION, PodRequest
-from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot
-from vfcore.kubeparse import snapshot_from_kubernetes
+from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, snapshot_from_kubernetes
 from vfcore.packing import SolverConfig
 from vfcore.plan import plan_pods
 

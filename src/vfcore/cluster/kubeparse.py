@@ -1,4 +1,4 @@
-"""Kubernetes JSON → :class:`~vfcore.cluster.ClusterSnapshot`, honestly.
+"""Kubernetes JSON → the facts of a :class:`~vfcore.cluster.ClusterSnapshot`, honestly.
 
 What a user can dump with kubectl becomes a snapshot::
 
@@ -9,6 +9,12 @@ What a user can dump with kubectl becomes a snapshot::
 or one file: ``kubectl get nodes,pods,runtimeclasses -A -o json > cluster.json``
 (a ``List``). Each document may be given parsed (a dict), as text (``str`` or
 ``bytes``), or as ``None`` when the file is missing. Nothing here reads a file.
+:func:`parse_kubernetes` and :func:`parse_list` return :class:`ClusterFacts`;
+:meth:`vfcore.cluster.ClusterSnapshot.from_kubernetes`,
+:func:`vfcore.cluster.snapshot_from_kubernetes` and
+:func:`vfcore.cluster.snapshot_from_list` turn them into a snapshot. This
+module knows the node types only (:mod:`vfcore.cluster.nodes`), never the
+snapshot, so the two do not import each other.
 
 **Unknown, never empty.** A document that is missing, empty, not JSON, not an
 object, a Kubernetes ``Status`` (what a refused request returns), a kubectl
@@ -60,8 +66,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vfcore.cluster import (
-    ClusterSnapshot,
+from vfcore.cluster.nodes import (
     GpuInfo,
     NodeState,
     RuntimeClassInfo,
@@ -73,10 +78,11 @@ from vfcore.errors import InvalidInputError
 from vfcore.quantity import CPU, MAX_UNITS, MEMORY, PODS, canonical_units
 
 __all__ = [
+    "ClusterFacts",
     "gpu_info_from_labels",
+    "parse_kubernetes",
+    "parse_list",
     "pod_requests",
-    "snapshot_from_kubernetes",
-    "snapshot_from_list",
 ]
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -782,6 +788,21 @@ def _runtime_classes(
 # -- assembling a snapshot ----------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What a dump says about a cluster: the fields of a ``ClusterSnapshot``, in order.
+
+    :class:`vfcore.cluster.ClusterSnapshot` is built from these; see it for
+    what each field means.
+    """
+
+    nodes: tuple[NodeState, ...]
+    unknowns: tuple[Unknown, ...]
+    nodes_unknown: str | None
+    runtime_classes: tuple[RuntimeClassInfo, ...] | None
+    unreadable_nodes: tuple[UnreadableNode, ...]
+
+
 def _assemble(
     node_items: list[tuple[str, Any]] | None,
     nodes_reason: str | None,
@@ -790,7 +811,7 @@ def _assemble(
     runtime_items: list[tuple[str, Any]] | None,
     runtime_reason: str | None,
     unknowns: list[Unknown],
-) -> ClusterSnapshot:
+) -> ClusterFacts:
     if nodes_reason is not None:
         unknowns.append(Unknown("nodes", nodes_reason))
     if pods_reason is not None:
@@ -868,7 +889,7 @@ def _assemble(
         runtime_classes, bad_classes = _runtime_classes(runtime_items)
         unknowns.extend(bad_classes)
 
-    return ClusterSnapshot(
+    return ClusterFacts(
         nodes=() if nodes_reason is not None else tuple(nodes),
         unknowns=tuple(sorted(set(unknowns), key=lambda u: (u.what, u.reason))),
         nodes_unknown=nodes_reason,
@@ -886,7 +907,7 @@ def _with_requested(state: NodeState, totals: Mapping[str, int]) -> NodeState:
     return replace(state, requested=kept, unknown_reason=None)
 
 
-def snapshot_from_kubernetes(
+def parse_kubernetes(
     nodes_json: object,
     pods_json: object,
     runtime_classes_json: object = None,
@@ -894,24 +915,12 @@ def snapshot_from_kubernetes(
     nodes_source: str = "nodes.json",
     pods_source: str = "pods.json",
     runtime_classes_source: str = "runtimeclasses.json",
-) -> ClusterSnapshot:
-    """A snapshot from ``kubectl get nodes -o json`` and ``kubectl get pods -A -o json``.
+) -> ClusterFacts:
+    """The facts in ``kubectl get nodes -o json`` and ``kubectl get pods -A -o json``.
 
     Each document is a parsed object, its JSON text (``str``/``bytes``) or
     ``None`` (the file is missing); ``*_source`` names it in reasons. See the
     module docstring for every rule.
-
-    >>> nodes = {"kind": "NodeList", "items": [{"kind": "Node", "metadata": {"name": "a"},
-    ...     "status": {"allocatable": {"cpu": "4", "nvidia.com/gpu": "8", "pods": "110"},
-    ...                "conditions": [{"type": "Ready", "status": "True"}]}}]}
-    >>> pods = {"kind": "PodList", "items": [{"kind": "Pod",
-    ...     "metadata": {"namespace": "ml", "name": "train"}, "spec": {"nodeName": "a",
-    ...     "containers": [{"resources": {"limits": {"nvidia.com/gpu": "5"}}}]},
-    ...     "status": {"phase": "Running"}}]}
-    >>> snapshot_from_kubernetes(nodes, pods).node("a").free_of("nvidia.com/gpu")
-    3
-    >>> snapshot_from_kubernetes(nodes, None).node("a").unknown_reason
-    'pods.json is missing'
     """
     unknowns: list[Unknown] = []
     node_items, nodes_reason, more = _items(nodes_json, nodes_source, _NODES)
@@ -930,8 +939,8 @@ def snapshot_from_kubernetes(
     )
 
 
-def snapshot_from_list(doc: object, *, source: str = "cluster.json") -> ClusterSnapshot:
-    """A snapshot from one ``List`` holding Node and Pod (and RuntimeClass) items.
+def parse_list(doc: object, *, source: str = "cluster.json") -> ClusterFacts:
+    """The facts in one ``List`` holding Node and Pod (and RuntimeClass) items.
 
     ``kubectl get nodes,pods,runtimeclasses -A -o json`` prints one. When a
     kind is refused, kubectl still prints the others (and the error on

@@ -1,22 +1,17 @@
-"""ClusterSnapshot: the nodes of a cluster, what is free on them, and what is unknown.
+"""The nodes of a cluster: what each holds, what is free on it, and what is unknown.
 
-A snapshot is built from what a user can dump with kubectl
-(:meth:`ClusterSnapshot.from_kubernetes`: ``kubectl get nodes -o json`` and
-``kubectl get pods -A -o json``). Every resource is an integer in vfcore's
-canonical unit (see :mod:`vfcore.quantity`): cpu in millicores, memory in
-bytes, pods and extended resources in whole units.
-
-Unknown is its own value. A node list or pod list that is missing, empty,
-unparsable or a Kubernetes ``Status`` (a refused request) makes the matching
-facts *unknown* with the reason — never an empty cluster, never an idle pool.
-A node whose occupancy is unknown has ``requested = None``; planning then
-brackets it (full for "fits", empty for "does not fit").
+Every resource is an integer in vfcore's canonical unit (see
+:mod:`vfcore.quantity`): cpu in millicores, memory in bytes, pods and extended
+resources in whole units. A node whose occupancy is unknown has
+``requested = None``; planning then brackets it (full for "fits", empty for
+"does not fit").
 
 A node that exists but cannot be read (no ``status.allocatable``, a quantity
 that does not parse, listed twice with different contents, named only by the
-pods bound to it) is an :class:`UnreadableNode`: left out of ``nodes``, and
-bracketed the same way — absent for "fits", as big as it could possibly be
-(its ``bound``, or unbounded when nothing bounds it) for "does not fit".
+pods bound to it) is an :class:`UnreadableNode`: left out of the snapshot's
+``nodes``, and bracketed the same way — absent for "fits", as big as it could
+possibly be (its ``bound``, or unbounded when nothing bounds it) for "does not
+fit". The snapshot itself is :class:`vfcore.cluster.ClusterSnapshot`.
 """
 
 from __future__ import annotations
@@ -29,14 +24,15 @@ from vfcore.quantity import PODS
 
 __all__ = [
     "GPU_PRESENT_LABEL",
-    "ClusterSnapshot",
     "GpuInfo",
     "NodeState",
     "RuntimeClassInfo",
     "Taint",
+    "TaintEffect",
     "Toleration",
     "Unknown",
     "UnreadableNode",
+    "node",
 ]
 
 GPU_PRESENT_LABEL = ("nvidia.com/gpu.present", "true")
@@ -236,95 +232,6 @@ class RuntimeClassInfo:
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "handler": self.handler}
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterSnapshot:
-    """What is known about a cluster's nodes, and what is not.
-
-    ``nodes_unknown`` (a reason) means the node list itself could not be read:
-    ``nodes`` is then empty and nothing can be concluded about capacity.
-    ``unknowns`` lists every unknown fact with its reason, malformed objects
-    included (with their name and field). ``unreadable_nodes`` are the nodes
-    that exist but cannot be read (see :class:`UnreadableNode`).
-    """
-
-    nodes: tuple[NodeState, ...]
-    unknowns: tuple[Unknown, ...] = ()
-    nodes_unknown: str | None = None
-    runtime_classes: tuple[RuntimeClassInfo, ...] | None = None
-    unreadable_nodes: tuple[UnreadableNode, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.name)))
-        object.__setattr__(
-            self, "unreadable_nodes", tuple(sorted(self.unreadable_nodes, key=lambda u: u.name))
-        )
-
-    @property
-    def is_fully_known(self) -> bool:
-        return (
-            self.nodes_unknown is None
-            and not self.unreadable_nodes
-            and all(n.occupancy_known for n in self.nodes)
-        )
-
-    def node(self, name: str) -> NodeState:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
-
-    def resources(self) -> tuple[str, ...]:
-        """Every resource some node advertises, sorted."""
-        return tuple(sorted({r for n in self.nodes for r, _ in n.allocatable}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodes": [n.to_dict() for n in self.nodes],
-            "unknowns": [u.to_dict() for u in self.unknowns],
-            "nodes_unknown": self.nodes_unknown,
-            "runtime_classes": None
-            if self.runtime_classes is None
-            else [r.to_dict() for r in self.runtime_classes],
-            "unreadable_nodes": [u.to_dict() for u in self.unreadable_nodes],
-        }
-
-    @classmethod
-    def of(
-        cls,
-        nodes: Iterable[NodeState],
-        *,
-        runtime_classes: Iterable[RuntimeClassInfo] | None = None,
-    ) -> ClusterSnapshot:
-        """A fully built snapshot (for notebooks and tests); unknown nodes become unknowns."""
-        built = tuple(nodes)
-        unknowns = tuple(
-            Unknown(f"node/{n.name}", n.unknown_reason or "occupancy unknown")
-            for n in built
-            if not n.occupancy_known
-        )
-        return cls(
-            nodes=built,
-            unknowns=unknowns,
-            runtime_classes=None if runtime_classes is None else tuple(runtime_classes),
-        )
-
-    @classmethod
-    def from_kubernetes(
-        cls,
-        nodes_json: object,
-        pods_json: object,
-        runtime_classes_json: object = None,
-    ) -> ClusterSnapshot:
-        """A snapshot from ``kubectl get nodes -o json`` and ``kubectl get pods -A -o json``.
-
-        Each argument is the parsed JSON document, its text, or ``None`` when
-        the file is missing. See :mod:`vfcore.kubeparse` for the rules.
-        """
-        from vfcore.kubeparse import snapshot_from_kubernetes
-
-        return snapshot_from_kubernetes(nodes_json, pods_json, runtime_classes_json)
 
 
 def node(

@@ -1,0 +1,39 @@
+"""Cluster: what is known about a cluster's nodes, and what is not.
+
+:mod:`vfcore.cluster.nodes` holds the node types (a node's state, taints,
+tolerations, GPU facts, unreadable nodes, unknowns);
+:mod:`vfcore.cluster.kubeparse` reads kubectl/API JSON into those, importing
+nothing but them; :mod:`vfcore.cluster.snapshot` holds
+:class:`ClusterSnapshot`, which builds itself from that parse. Imports point
+one way: nodes ← kubeparse ← snapshot.
+"""
+
+from vfcore.cluster.nodes import (
+    GPU_PRESENT_LABEL,
+    GpuInfo,
+    NodeState,
+    RuntimeClassInfo,
+    Taint,
+    TaintEffect,
+    Toleration,
+    Unknown,
+    UnreadableNode,
+    node,
+)
+from vfcore.cluster.snapshot import ClusterSnapshot, snapshot_from_kubernetes, snapshot_from_list
+
+__all__ = [
+    "GPU_PRESENT_LABEL",
+    "ClusterSnapshot",
+    "GpuInfo",
+    "NodeState",
+    "RuntimeClassInfo",
+    "Taint",
+    "TaintEffect",
+    "Toleration",
+    "Unknown",
+    "UnreadableNode",
+    "node",
+    "snapshot_from_kubernetes",
+    "snapshot_from_list",
+]

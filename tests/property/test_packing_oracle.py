@@ -1,12 +1,24 @@
-"""CP-SAT against brute force on small instances: same verdict, valid placements."""
+"""CP-SAT against brute force on small instances: same verdict, valid placements.
+
+Random instances mostly do not fit; planted ones (``fitting_instances``) always
+do and overfull ones (``overfull_instances``) never do, so each law sees its
+side of the verdict on most examples (the outcome is labelled with ``event``).
+"""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
 
-from tests.property.cluster_strategies import node_lists, pod_lists, tight_gpu_instances
-from vfcore.fit import fits
-from vfcore.packing import SolverConfig, check_placement, pack
+from tests.property.cluster_strategies import (
+    fitting_instances,
+    node_lists,
+    overfull_instances,
+    pod_lists,
+    tight_gpu_instances,
+)
+from vfcore.placement.fit import fits
+from vfcore.placement.packing import SolverConfig, check_placement, pack
 
 CONFIG = SolverConfig.deterministic(max_deterministic_time=20.0)
 
@@ -43,23 +55,43 @@ def brute_force(pods, nodes, *, allow_skip=False):
 
 
 @settings(max_examples=250)
-@given(pod_lists(max_pods=7), node_lists(max_nodes=4))
-def test_cp_sat_verdict_equals_brute_force(pods, nodes):
+@given(
+    st.one_of(
+        st.tuples(pod_lists(max_pods=7), node_lists(max_nodes=4)),
+        fitting_instances(max_pods=7, max_nodes=4),
+    )
+)
+def test_cp_sat_verdict_equals_brute_force(instance):
+    pods, nodes = instance
     result = pack(pods, nodes, config=CONFIG)
     feasible = brute_force(pods, nodes) == len(pods)
+    event(f"asserted: {'fits' if feasible else 'does not fit'}")
     assert result.feasible is feasible, (result.report, result.proofs)
     assert check_placement(pods, nodes, result.assignments) == ()
     if feasible:
         assert result.unplaced == ()
+        assert len(result.assignments) == len(pods)
+    else:
+        assert result.unplaced
+        assert len(result.assignments) + len(result.unplaced) == len(pods)
 
 
 @settings(max_examples=120)
-@given(pod_lists(max_pods=6), node_lists(max_nodes=3))
-def test_partial_placement_of_an_infeasible_instance_is_maximal(pods, nodes):
+@given(
+    st.one_of(
+        overfull_instances(max_pods=7, max_nodes=3).map(lambda i: ("overfull", i)),
+        st.tuples(st.just("random"), st.tuples(pod_lists(max_pods=6), node_lists(max_nodes=3))),
+    )
+)
+def test_partial_placement_of_an_infeasible_instance_is_maximal(labelled):
+    origin, (pods, nodes) = labelled
     result = pack(pods, nodes, config=CONFIG)
-    if result.feasible is False:
-        assert len(result.assignments) == brute_force(pods, nodes, allow_skip=True)
-        assert check_placement(pods, nodes, result.assignments) == ()
+    if origin == "overfull":
+        assert result.feasible is False  # more demand than all nodes have free
+    assume(result.feasible is False)
+    event(f"asserted: {origin}, infeasible")
+    assert len(result.assignments) == brute_force(pods, nodes, allow_skip=True)
+    assert check_placement(pods, nodes, result.assignments) == ()
 
 
 @settings(max_examples=250)

@@ -23,11 +23,11 @@ import time
 from collections import Counter
 from dataclasses import replace
 
-from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, node
 from vfcore.mig import MIG_FAMILIES, choose_profile, fit_layout, mix_reasons, pack_mix
-from vfcore.packing import SolverConfig, check_placement
-from vfcore.plan import plan_pods
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.packing import SolverConfig, check_placement
+from vfcore.placement.plan import plan_pods
 
 FAMILY = "H100-80GB"
 LABEL = ("nvidia.com/gpu.present", "true")

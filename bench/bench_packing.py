@@ -15,9 +15,9 @@ import statistics
 import sys
 import time
 
-from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import NodeState, node
-from vfcore.packing import SolverConfig, check_placement, first_fit_decreasing, pack
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.packing import SolverConfig, check_placement, first_fit_decreasing, pack
 
 GPU = "nvidia.com/gpu"
 GIB = 2**30

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, NodeState, Taint, node
-from vfcore.fit import fits
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.fit import fits
 from vfcore.placement.scheduler import ScoringConfig, Simulation, node_score, simulate
 
 TARGET_S = 10.0

@@ -239,9 +239,9 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from vfadapters.clusterload import load_cluster
     from vfcore import InvalidInputError
-    from vfcore.claims import parse_resources_option
-    from vfcore.packing import SolverConfig
-    from vfcore.plan import plan
+    from vfcore.placement.claims import parse_resources_option
+    from vfcore.placement.packing import SolverConfig
+    from vfcore.placement.plan import plan
 
     spec = _load_spec(args.flow)
     cluster = load_cluster(args.cluster)

@@ -5,7 +5,6 @@ classes, turned into a frozen :class:`FlowSpec`, validated, sized and explained.
 See ``docs/concepts.md``.
 """
 
-from vfcore.claims import PodRequest, pod_requests
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, Taint, Toleration, Unknown
 from vfcore.demand import (
     AutoscalingOptions,
@@ -32,8 +31,15 @@ from vfcore.flow import (
 )
 from vfcore.join_policy import JoinPolicy
 from vfcore.names import PhysicalName, physical_name, physical_names
-from vfcore.packing import SolverConfig, SolverReport, check_placement, first_fit_decreasing, pack
-from vfcore.plan import Plan, plan, plan_pods
+from vfcore.placement.claims import PodRequest, pod_requests
+from vfcore.placement.packing import (
+    SolverConfig,
+    SolverReport,
+    check_placement,
+    first_fit_decreasing,
+    pack,
+)
+from vfcore.placement.plan import Plan, plan, plan_pods
 from vfcore.routing import Dropped, Group, JoinAssembler, JoinOutput, Message
 from vfcore.routing.partition import (
     InvalidKeyError,

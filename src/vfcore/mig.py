@@ -47,11 +47,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import NodeState
 from vfcore.errors import InvalidInputError
-from vfcore.fit import summarise
-from vfcore.packing import (
+from vfcore.placement.claims import PodRequest
+from vfcore.placement.fit import summarise
+from vfcore.placement.packing import (
     PackingResult,
     SolverConfig,
     SolverReport,
@@ -944,7 +944,7 @@ def config_name(node: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MigUnplaced:
-    """Why one pod has no place in a mix-mode plan (see :class:`vfcore.plan.Unplaced`)."""
+    """Why one pod has no place in a mix-mode plan (see :class:`vfcore.placement.plan.Unplaced`)."""
 
     pod: str
     kind: Literal["unresolvable", "unschedulable"]
@@ -955,7 +955,7 @@ class MigUnplaced:
 
 @dataclass(frozen=True, slots=True)
 class MigIssue:
-    """A mix-mode problem with its fix (becomes a :class:`vfcore.plan.Problem`)."""
+    """A mix-mode problem with its fix (becomes a :class:`vfcore.placement.plan.Problem`)."""
 
     code: str
     severity: Literal["error", "warning"]
@@ -967,11 +967,11 @@ class MigIssue:
 class MixPacking:
     """What :func:`pack_mix` decided.
 
-    ``packing`` is the placement (same shape as :func:`vfcore.packing.pack`'s).
+    ``packing`` is the placement (same shape as :func:`vfcore.placement.packing.pack`'s).
     ``pods`` and ``nodes`` are the *realised* problem: each MIG pod requests
     its ``nvidia.com/mig-<profile>``, and each node's allocatable is what it
     advertises once the planned layouts are applied — so
-    :func:`vfcore.packing.check_placement` re-checks the plan, and the
+    :func:`vfcore.placement.packing.check_placement` re-checks the plan, and the
     scheduler model can run on it.
     """
 
@@ -1081,7 +1081,7 @@ def mix_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
     A MIG pod needs a mixed-strategy node whose card family has its profile
     with enough usable memory; a whole-card pod cannot use a single-strategy
     node (there ``nvidia.com/gpu`` are MIG devices). Pass it to
-    :func:`vfcore.packing.check_placement` as ``extra_reasons``.
+    :func:`vfcore.placement.packing.check_placement` as ``extra_reasons``.
     """
     facts = _facts(node)
     if pod.slice == "mig":
@@ -1265,7 +1265,7 @@ def pack_mix(
     """Place pods in mix mode, exactly: MIG pods on MIG instances, whole-card pods on cards.
 
     Nodes are taken as they are (an unknown occupancy counts as nothing bound;
-    :func:`vfcore.plan.plan` brackets unknowns). A node with GPU pods bound is
+    :func:`vfcore.placement.plan.plan` brackets unknowns). A node with GPU pods bound is
     never re-partitioned (``busy_nodes="keep"``); to tell whether such nodes
     stand in the way, ``"partition-idle-cards"`` lets them partition their idle
     MIG-disabled cards, and ``"drain"`` plans as if their GPU pods were gone.
@@ -1275,7 +1275,7 @@ def pack_mix(
     take each layout, minimising cards reconfigured, then nodes touched; it is a
     relaxation, so its infeasibility proves the pods do not fit and its bound
     is a lower bound. (2) The card changes are given to as few nodes as
-    possible. (3) With the layouts fixed, :func:`vfcore.packing.pack` places
+    possible. (3) With the layouts fixed, :func:`vfcore.placement.packing.pack` places
     the pods exactly on what the nodes will advertise. If (2)–(3) fail, the
     per-node model decides (exact, slower).
     """

@@ -59,12 +59,12 @@ from vfcore.errors import InvalidInputError
 from vfcore.join_policy import JoinPolicy
 
 if TYPE_CHECKING:
-    from vfcore.claims import PodRequest
     from vfcore.cluster import ClusterSnapshot
     from vfcore.demand import AutoscalingOptions, Reason
     from vfcore.flow import Flow
-    from vfcore.packing import SolverConfig
-    from vfcore.plan import Plan
+    from vfcore.placement.claims import PodRequest
+    from vfcore.placement.packing import SolverConfig
+    from vfcore.placement.plan import Plan
     from vfcore.spec import FlowSpec
 
 __all__ = [
@@ -607,10 +607,10 @@ def capacity_cap(
     replicas, so asking for 8 gives ``placeable=5, limit=5``, and the sixth
     replica's line reads ``0/6 nodes fit detector/5: …``.
     """
-    from vfcore.claims import pod_requests
     from vfcore.demand import pod_name
-    from vfcore.packing import SolverConfig
-    from vfcore.plan import plan_pods
+    from vfcore.placement.claims import pod_requests
+    from vfcore.placement.packing import SolverConfig
+    from vfcore.placement.plan import plan_pods
     from vfcore.validate import check_gpu_mode, effective_replicas, to_spec
 
     spec = to_spec(flow_or_spec)

@@ -23,7 +23,6 @@ import yaml
 from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
-from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, node
 from vfcore.mig import (
     MIG_FAMILIES,
@@ -34,8 +33,9 @@ from vfcore.mig import (
     maximal_layouts,
     pack_mix,
 )
-from vfcore.packing import SolverConfig, check_placement
-from vfcore.plan import plan_pods
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.packing import SolverConfig, check_placement
+from vfcore.placement.plan import plan_pods
 
 CONFIG = SolverConfig.deterministic(max_deterministic_time=20.0)
 GPU_LABEL = ("nvidia.com/gpu.present", "true")

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tests.property.cluster_strategies import node_lists, pod_lists
 from vfcore.cluster import NodeState, snapshot_from_kubernetes
-from vfcore.packing import SolverConfig
-from vfcore.plan import plan_pods
+from vfcore.placement.packing import SolverConfig
+from vfcore.placement.plan import plan_pods
 
 CONFIG = SolverConfig.deterministic(max_deterministic_time=10.0)
 NO_PODS = {"kind": "PodList", "items": []}

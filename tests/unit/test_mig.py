@@ -21,7 +21,6 @@ from tests.property.test_mig_laws import (
     mig_pod,
     whole_pod,
 )
-from vfcore.claims import pod_requests
 from vfcore.cluster import ClusterSnapshot, GpuInfo, node
 from vfcore.errors import InvalidInputError
 from vfcore.mig import (
@@ -36,8 +35,9 @@ from vfcore.mig import (
     mig_parted_yaml,
     pack_mix,
 )
-from vfcore.packing import SolverConfig
-from vfcore.plan import plan, plan_pods
+from vfcore.placement.claims import pod_requests
+from vfcore.placement.packing import SolverConfig
+from vfcore.placement.plan import plan, plan_pods
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = SolverConfig.deterministic(max_deterministic_time=20.0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from vfcore import FlowSpec, NodeSpec
-from vfcore.claims import GPU_TOLERATION, PodRequest, parse_resources_option, pod_requests
 from vfcore.cluster import ClusterSnapshot, GpuInfo, RuntimeClassInfo, Taint, node
 from vfcore.errors import InvalidInputError
-from vfcore.packing import SolverConfig, check_placement, first_fit_decreasing, pack
-from vfcore.plan import plan, plan_pods
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest, parse_resources_option, pod_requests
+from vfcore.placement.packing import SolverConfig, check_placement, first_fit_decreasing, pack
+from vfcore.placement.plan import plan, plan_pods
 
 GPU = "nvidia.com/gpu"
 LABELS = {"nvidia.com/gpu.present": "true"}

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, snapshot_from_kubernetes
-from vfcore.packing import SolverConfig
-from vfcore.plan import plan_pods
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.packing import SolverConfig
+from vfcore.placement.plan import plan_pods
 
 GPU = "nvidia.com/gpu"
 CONFIG = SolverConfig.deterministic(max_deterministic_time=10.0)

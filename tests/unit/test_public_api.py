@@ -12,7 +12,7 @@ import vfcore
 def test_every_public_name_resolves():
     missing = [name for name in vfcore.__all__ if getattr(vfcore, name, None) is None]
     assert missing == []
-    assert callable(vfcore.plan)  # the function, not the vfcore.plan module
+    assert callable(vfcore.plan)  # the function, not the vfcore.placement.plan module
     assert sorted(dir(vfcore)) == sorted(vfcore.__all__)
 
 

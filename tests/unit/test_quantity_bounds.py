@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vfcore import FlowSpec, InvalidInputError, validate
-from vfcore.claims import pod_requests
+from vfcore.placement.claims import pod_requests
 from vfcore.quantity import MAX_QUANTITY_CHARS, MAX_UNITS, canonical_units, format_human
 
 

@@ -10,10 +10,10 @@ from fractions import Fraction
 
 import pytest
 
-from vfcore.claims import GPU_TOLERATION, PodRequest
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, NodeState, Taint, node
 from vfcore.errors import InvalidInputError
-from vfcore.fit import SELECTOR_MISMATCH, fits
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.fit import SELECTOR_MISMATCH, fits
 from vfcore.placement.scheduler import (
     DEFAULT_MEMORY_REQUEST,
     Remedy,

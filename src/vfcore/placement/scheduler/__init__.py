@@ -6,7 +6,7 @@ random. It never looks ahead, so it can strand a pod that an exact packing
 places. This package predicts whether that happens for the pods a flow creates,
 in the order they are applied (``docs/scheduler-model.md`` has the full story).
 
-**Filters** (NodeResourcesFit and friends, :mod:`vfcore.fit`): the node is
+**Filters** (NodeResourcesFit and friends, :mod:`vfcore.placement.fit`): the node is
 Ready and schedulable, matches the pod's node selector (and, for a remedy, its
 required node affinity), tolerates the node's ``NoSchedule``/``NoExecute``
 taints, has one more pod slot, and for every resource the pod requests

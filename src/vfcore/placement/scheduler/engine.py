@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal, cast
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import ClusterSnapshot, NodeState
-from vfcore.fit import SELECTOR_MISMATCH, eligibility_reasons, resource_reasons, summarise
+from vfcore.placement.claims import PodRequest
+from vfcore.placement.fit import SELECTOR_MISMATCH, eligibility_reasons, resource_reasons, summarise
 from vfcore.placement.scheduler.scoring import ScoringConfig, nonzero_request, plugin_scores
 from vfcore.quantity import CPU, MEMORY, PODS
 

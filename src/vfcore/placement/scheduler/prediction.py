@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Literal, TypeAlias
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
+from vfcore.placement.claims import PodRequest
 from vfcore.placement.scheduler.engine import Engine
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
 from vfcore.placement.scheduler.scoring import ScoringConfig

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
+from vfcore.placement.claims import PodRequest
 from vfcore.placement.scheduler.prediction import DEFAULT_MAX_BRANCHES, DEFAULT_SAMPLES, predict
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
 from vfcore.placement.scheduler.scoring import EPHEMERAL_STORAGE, ScoringConfig

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import ClusterSnapshot
+from vfcore.placement.claims import PodRequest
 from vfcore.placement.scheduler.prediction import predict
 from vfcore.placement.scheduler.remedy import Remedy, remedy
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict

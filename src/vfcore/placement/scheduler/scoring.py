@@ -35,9 +35,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import NodeState
 from vfcore.errors import InvalidInputError
+from vfcore.placement.claims import PodRequest
 from vfcore.quantity import CPU, MEMORY
 
 __all__ = [

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal, TypeAlias
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
+from vfcore.placement.claims import PodRequest
 from vfcore.placement.scheduler.engine import Engine
 from vfcore.placement.scheduler.results import Simulation, Step, StrandedPod
 from vfcore.placement.scheduler.scoring import ScoringConfig

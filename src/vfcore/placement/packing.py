@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import NodeState
 from vfcore.errors import InvalidInputError
-from vfcore.fit import eligibility_reasons
+from vfcore.placement.claims import PodRequest
+from vfcore.placement.fit import eligibility_reasons
 from vfcore.quantity import PODS
 
 __all__ = [

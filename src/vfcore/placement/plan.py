@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from vfcore.claims import PodRequest, pod_requests
 from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
-from vfcore.fit import summarise
-from vfcore.packing import (
+from vfcore.placement.claims import PodRequest, pod_requests
+from vfcore.placement.fit import summarise
+from vfcore.placement.packing import (
     ExtraReasons,
     PackingResult,
     SolverConfig,
@@ -128,7 +128,7 @@ class Plan:
     solver: SolverReport
     proofs: tuple[str, ...]
     fix: str | None
-    scheduler: Any = None  # vfcore.placement.scheduler's prediction (with its remedy), when computed
+    scheduler: Any = None  # the scheduler model's prediction (with its remedy), if computed
     mig: Any = None  # vfcore.mig.MigPlan in mix mode: layouts, configs, resources per pod
 
     @property
@@ -198,7 +198,7 @@ def plan_pods(
     solver: SolverConfig | None = None,
     predict_scheduler: bool = True,
 ) -> Plan:
-    """:func:`plan` for pods already built (from :func:`vfcore.claims.pod_requests` or by hand)."""
+    """:func:`plan` for pods already built (from :func:`vfcore.placement.claims.pod_requests` or by hand)."""
     mode = check_gpu_mode(gpu_mode)
     cfg = solver or SolverConfig.deterministic()
     all_pods = tuple(all_pods)

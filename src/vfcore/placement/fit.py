@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from vfcore.claims import PodRequest
 from vfcore.cluster import NodeState
+from vfcore.placement.claims import PodRequest
 from vfcore.quantity import PODS
 
 __all__ = [

@@ -56,8 +56,8 @@ from vfcore.placement.packing import (
     SolverConfig,
     SolverReport,
     Status,
-    _static_reasons,
     pack,
+    static_reasons,
 )
 from vfcore.quantity import PODS
 
@@ -80,6 +80,7 @@ __all__ = [
     "check_layout",
     "choose_profile",
     "config_name",
+    "could_host",
     "feasible_layouts",
     "fit_layout",
     "maximal_layouts",
@@ -1233,9 +1234,9 @@ def _covers(family: MigFamily, profile: str, demand_mib: int) -> bool:
     return p is not None and not p.media_extensions and p.usable_mib >= demand_mib
 
 
-def _could_host(pod: PodRequest, node: NodeState) -> bool:
+def could_host(pod: PodRequest, node: NodeState) -> bool:
     """Could ``node`` ever hold ``pod`` in mix mode (after any re-partitioning of idle cards)?"""
-    if _static_reasons(pod, node):
+    if static_reasons(pod, node):
         return False
     host = _analyse(0, _drained(node.as_empty()) if node.requested is None else _drained(node))
     if pod.slice == "mig":
@@ -1493,7 +1494,7 @@ def _eligibility(groups: list[_Group], hosts: list[_Host]) -> dict[str, tuple[st
     mig_hosts: dict[int, list[int]] = {}
     for g in groups:
         probe = g.pods[0]
-        ok = [h.index for h in hosts if not _static_reasons(probe, h.state)]
+        ok = [h.index for h in hosts if not static_reasons(probe, h.state)]
         if not g.mig:
             g.eligible = [i for i in ok if hosts[i].whole_ok or not g.requests.get(GPU_RESOURCE)]
             continue
@@ -2265,7 +2266,7 @@ def _reasons(
     profile_of: Mapping[str, str],
 ) -> tuple[tuple[str, ...], bool]:
     """Why ``pod`` is not on ``host`` now, and whether the host could ever hold it."""
-    static = _static_reasons(pod, host.state)
+    static = static_reasons(pod, host.state)
     if static:
         return static, False
     reasons: list[str] = []
@@ -2300,13 +2301,13 @@ def _reasons(
         free = realised.allocatable_of(r) - (realised.requested_of(r) or 0) - extra.get(r, 0)
         if u > free:
             reasons.append(f"Insufficient {r}")
-    return tuple(reasons), _could_host(pod, host.state)
+    return tuple(reasons), could_host(pod, host.state)
 
 
 def _fix(
     pod: PodRequest, hosts: Sequence[_Host], ever: bool, profile_of: Mapping[str, str]
 ) -> str | None:
-    eligible = [h for h in hosts if not _static_reasons(pod, h.state)]
+    eligible = [h for h in hosts if not static_reasons(pod, h.state)]
     if pod.slice == "mig":
         mig_hosts = [h for h in eligible if h.hosts_mig and h.family is not None]
         if not eligible:
@@ -2392,7 +2393,7 @@ def _plan_issues(
             and h.family is not None
             and h.family.profile(p) is not None
             and not _covers(h.family, p, demand)
-            and not _static_reasons(probe, h.state)
+            and not static_reasons(probe, h.state)
         )
         if short:
             out.append(

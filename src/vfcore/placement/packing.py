@@ -46,6 +46,7 @@ __all__ = [
     "first_fit_decreasing",
     "pack",
     "sharing_reason",
+    "static_reasons",
 ]
 
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_RUN"]
@@ -186,7 +187,13 @@ def sharing_reason(pod: PodRequest, node: NodeState) -> str | None:
     return None
 
 
-def _static_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
+def static_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
+    """Why ``pod`` can never go on ``node``, whatever is bound there (empty: it could).
+
+    The eligibility filters (:func:`vfcore.placement.fit.eligibility_reasons`),
+    the sharing rule (:func:`sharing_reason`) and, for a ``shared`` slice, the
+    GPU memory facts it is sized by.
+    """
     reasons = eligibility_reasons(pod, node)
     shared = sharing_reason(pod, node)
     if pod.slice == "shared" and (
@@ -380,7 +387,7 @@ def _prepare(
         shape.eligible = [
             n.index
             for n in node_list
-            if not _static_reasons(probe, n.state)
+            if not static_reasons(probe, n.state)
             and not (extra_reasons is not None and extra_reasons(probe, n.state))
         ]
     return shapes, node_list
@@ -941,7 +948,7 @@ def check_placement(
         if node is None:
             problems.append(f"{pod_name_}: placed on unknown node {node_name!r}")
             continue
-        reasons = _static_reasons(pod, node)
+        reasons = static_reasons(pod, node)
         if extra_reasons is not None:
             reasons = (*reasons, *extra_reasons(pod, node))
         if reasons:

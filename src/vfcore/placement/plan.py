@@ -30,9 +30,9 @@ from vfcore.placement.packing import (
     PackingResult,
     SolverConfig,
     SolverReport,
-    _static_reasons,
     check_placement,
     pack,
+    static_reasons,
 )
 from vfcore.quantity import PODS, format_quantity
 from vfcore.validate import check_gpu_mode, require_valid, to_spec
@@ -290,7 +290,7 @@ def plan_pods(
         raise AssertionError(f"the solver produced an invalid placement: {violations}")
 
     if solved.unplaced is not None:
-        from vfcore.mig import _could_host, mix_issues
+        from vfcore.mig import could_host, mix_issues
 
         by_pod = {p.pod: p for p in planned}
         explained = []
@@ -300,7 +300,7 @@ def plan_pods(
             hopeful = [
                 n.name
                 for n in [*unknown_nodes, *bounds]
-                if n not in considered and _could_host(by_pod[u.pod], n)
+                if n not in considered and could_host(by_pod[u.pod], n)
             ] + unbounded
             fix = u.fix
             if hopeful:
@@ -656,7 +656,7 @@ def _placed_load(
 
 
 def _reasons_on(pod: PodRequest, node: NodeState, extra: Mapping[str, int]) -> tuple[str, ...]:
-    static = _static_reasons(pod, node)
+    static = static_reasons(pod, node)
     if static:
         return static
     out = []
@@ -671,7 +671,7 @@ def _reasons_on(pod: PodRequest, node: NodeState, extra: Mapping[str, int]) -> t
 
 
 def _could_ever_hold(pod: PodRequest, node: NodeState) -> bool:
-    if _static_reasons(pod, node):
+    if static_reasons(pod, node):
         return False
     return all(node.allocatable_of(r) >= u for r, u in pod.requests)
 
@@ -781,9 +781,9 @@ def _smallest_fix(
     could_hold = _could_ever_hold
     solve = _solve_mix if mix else _solve_plain
     if mix:
-        from vfcore.mig import _could_host
+        from vfcore.mig import could_host
 
-        could_hold = _could_host
+        could_hold = could_host
     templates: dict[tuple[object, ...], NodeState] = {}
     for node in sorted(cluster.nodes, key=lambda n: n.name):
         if not any(could_hold(p, node) for p in unplaced):

@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import replace
 
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, node
-from vfcore.mig import MIG_FAMILIES, choose_profile, fit_layout, mix_reasons, pack_mix
 from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.mig import MIG_FAMILIES, choose_profile, fit_layout, mix_reasons, pack_mix
 from vfcore.placement.packing import SolverConfig, check_placement
 from vfcore.placement.plan import plan_pods
 

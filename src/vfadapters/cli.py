@@ -491,7 +491,7 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
     for note in mig["notes"]:
         out.write(f"  note: {note}\n")
     if mig["mig_parted_config"]["mig-configs"]:
-        from vfcore.mig import mig_parted_yaml
+        from vfcore.placement.mig import mig_parted_yaml
 
         out.write(
             "\nmig-parted config (add it to the MIG manager's configs, then label each node):\n"

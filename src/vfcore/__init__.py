@@ -230,8 +230,8 @@ def __getattr__(name: str) -> object:
     module_name = _LAZY_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
-    from vfcore import mig, scaling
-    from vfcore.placement import scheduler
+    from vfcore import scaling
+    from vfcore.placement import mig, scheduler
     from vfcore.runtime import devices
 
     modules = {"scheduler": scheduler, "scaling": scaling, "devices": devices, "mig": mig}

@@ -24,7 +24,8 @@ from hypothesis import assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, node
-from vfcore.mig import (
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.mig import (
     MIG_FAMILIES,
     MigPlan,
     Placement,
@@ -33,7 +34,6 @@ from vfcore.mig import (
     maximal_layouts,
     pack_mix,
 )
-from vfcore.placement.claims import GPU_TOLERATION, PodRequest
 from vfcore.placement.packing import SolverConfig, check_placement
 from vfcore.placement.plan import plan_pods
 
@@ -299,7 +299,7 @@ def node_specs(draw: st.DrawFn, *, max_nodes: int = 3, max_cards: int = 2) -> li
 
 
 def fit_layouts_cache(family: str) -> list[tuple[tuple[str, int], ...]]:
-    from vfcore.mig import feasible_layouts
+    from vfcore.placement.mig import feasible_layouts
 
     return list(feasible_layouts(family))
 
@@ -470,7 +470,7 @@ def _pods_fit(
 
 def assert_valid(result: Any, nodes: Sequence[NodeState]) -> None:
     """The placement passes the packing checker, every layout the layout checkers."""
-    from vfcore.mig import mix_reasons
+    from vfcore.placement.mig import mix_reasons
 
     assert (
         check_placement(

@@ -1,4 +1,4 @@
-"""vfcore.mig: the catalogue against the reference tables, layouts, profile choice, and cases.
+"""vfcore.placement.mig: the catalogue against the reference tables, layouts, profile choice, and cases.
 
 The laws (brute force over start slots, the planning oracle) are in
 ``tests/property/test_mig_laws.py``; this file pins the facts and the
@@ -23,7 +23,8 @@ from tests.property.test_mig_laws import (
 )
 from vfcore.cluster import ClusterSnapshot, GpuInfo, node
 from vfcore.errors import InvalidInputError
-from vfcore.mig import (
+from vfcore.placement.claims import pod_requests
+from vfcore.placement.mig import (
     MIG_FAMILIES,
     Placement,
     check_layout,
@@ -35,7 +36,6 @@ from vfcore.mig import (
     mig_parted_yaml,
     pack_mix,
 )
-from vfcore.placement.claims import pod_requests
 from vfcore.placement.packing import SolverConfig
 from vfcore.placement.plan import plan, plan_pods
 
@@ -565,9 +565,9 @@ def test_exclusive_mode_plans_have_no_mig_section():
 def test_the_docstring_examples_run():
     import doctest
 
-    import vfcore.mig
+    import vfcore.placement.mig
 
-    result = doctest.testmod(vfcore.mig, optionflags=doctest.ELLIPSIS)
+    result = doctest.testmod(vfcore.placement.mig, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 15 and result.failed == 0
 
 

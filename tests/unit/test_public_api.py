@@ -25,5 +25,10 @@ def test_importing_vfcore_leaves_the_scheduler_and_scaling_unloaded():
     loaded = set(json.loads(done.stdout))
     assert {"vfcore.flow", "vfcore.validate"} <= loaded
     assert loaded.isdisjoint(
-        {"vfcore.placement.scheduler", "vfcore.scaling", "vfcore.runtime.devices", "vfcore.mig"}
+        {
+            "vfcore.placement.scheduler",
+            "vfcore.scaling",
+            "vfcore.runtime.devices",
+            "vfcore.placement.mig",
+        }
     )

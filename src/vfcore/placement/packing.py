@@ -931,7 +931,7 @@ def check_placement(
     eligible for it, that no node's free resources or pod limit are exceeded,
     and — given ``cards`` — that shared pods' VRAM fits each card. Given
     ``extra_reasons``, a pod must pass those rules too (mix mode passes
-    :func:`vfcore.mig.mix_reasons`).
+    :func:`vfcore.placement.mig.mix_reasons`).
     """
     mapping = dict(assignments)
     by_name = {p.pod: p for p in pods}

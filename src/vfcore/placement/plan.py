@@ -129,7 +129,7 @@ class Plan:
     proofs: tuple[str, ...]
     fix: str | None
     scheduler: Any = None  # the scheduler model's prediction (with its remedy), if computed
-    mig: Any = None  # vfcore.mig.MigPlan in mix mode: layouts, configs, resources per pod
+    mig: Any = None  # vfcore.placement.mig.MigPlan in mix mode: layouts, configs, resources per pod
 
     @property
     def placement(self) -> dict[str, str]:
@@ -205,7 +205,7 @@ def plan_pods(
     problems = _problems(all_pods, cluster, mode, gpu_runtime_class)
     unknown = list(cluster.unknowns)
     mix = mode == "mix"
-    if mix:  # MIG pods are planned with the rest (vfcore.mig)
+    if mix:  # MIG pods are planned with the rest (vfcore.placement.mig)
         planned, deferred = list(all_pods), []
     else:
         planned = [p for p in all_pods if p.slice != "mig"]
@@ -290,7 +290,7 @@ def plan_pods(
         raise AssertionError(f"the solver produced an invalid placement: {violations}")
 
     if solved.unplaced is not None:
-        from vfcore.mig import could_host, mix_issues
+        from vfcore.placement.mig import could_host, mix_issues
 
         by_pod = {p.pod: p for p in planned}
         explained = []
@@ -367,9 +367,9 @@ class _Solved:
     packing: PackingResult
     pods: tuple[PodRequest, ...]
     nodes: tuple[NodeState, ...]
-    mig: Any = None  # vfcore.mig.MigPlan
-    unplaced: tuple[Any, ...] | None = None  # vfcore.mig.MigUnplaced, when the solver explains
-    issues: tuple[Any, ...] = ()  # vfcore.mig.MigIssue
+    mig: Any = None  # vfcore.placement.mig.MigPlan
+    unplaced: tuple[Any, ...] | None = None  # mig.MigUnplaced, when the solver explains
+    issues: tuple[Any, ...] = ()  # vfcore.placement.mig.MigIssue
     extra_reasons: ExtraReasons | None = None
 
 
@@ -382,7 +382,7 @@ def _solve_plain(
 def _solve_mix(
     pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
 ) -> _Solved:
-    from vfcore.mig import mix_reasons, pack_mix
+    from vfcore.placement.mig import mix_reasons, pack_mix
 
     mixed = pack_mix(pods, nodes, config=cfg)
     return _Solved(
@@ -400,7 +400,7 @@ def _layout_violations(mig: Any) -> tuple[str, ...]:
     """Every planned card layout, re-checked by the independent layout checker."""
     if mig is None:
         return ()
-    from vfcore.mig import Placement, check_layout
+    from vfcore.placement.mig import Placement, check_layout
 
     out: list[str] = []
     for node in mig.nodes:
@@ -427,7 +427,7 @@ def _busy_cards(
     fit if those nodes' GPU pods were gone (cards in use wiped)? ``pods`` leaves
     out the pods no node could ever hold (they fail either way).
     """
-    from vfcore.mig import pack_mix
+    from vfcore.placement.mig import pack_mix
 
     if not pods:
         return ()
@@ -600,7 +600,7 @@ def _problems(
     bounds = [u.bound for u in cluster.unreadable_nodes if u.bound is not None]
     advertised = {r for n in [*cluster.nodes, *bounds] for r, v in n.allocatable if v > 0}
     if mode == "mix":  # idle MIG-capable cards can become what is missing
-        from vfcore.mig import advertisable
+        from vfcore.placement.mig import advertisable
 
         advertised |= advertisable(cluster.nodes)
     # an unreadable node nothing bounds might advertise anything: "no node" is then unproven
@@ -781,7 +781,7 @@ def _smallest_fix(
     could_hold = _could_ever_hold
     solve = _solve_mix if mix else _solve_plain
     if mix:
-        from vfcore.mig import could_host
+        from vfcore.placement.mig import could_host
 
         could_hold = could_host
     templates: dict[tuple[object, ...], NodeState] = {}

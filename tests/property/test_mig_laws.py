@@ -8,6 +8,10 @@ Oracles written here, independent of ``vfcore.mig``'s search:
 - ``oracle_plan`` enumerates, on tiny clusters, every card state of every
   idle card and every placement of every pod, for the fewest cards
   reconfigured.
+
+Laws that need a fitting plan or a busy node get one by construction (the pods
+the planner placed; a node with a GPU pod bound), not by skipping examples;
+laws with several outcomes label them with ``hypothesis.event``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import assume, event, example, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, node
@@ -168,10 +172,15 @@ def test_profile_choice_is_monotone_in_the_demand(family, a, b):
     small, large = sorted((a, b))
     first, second = choose_profile(family, small), choose_profile(family, large)
     if second.profile is not None:
+        event("asserted: both demands covered")
         assert first.profile is not None
         assert first.profile.usable_mib <= second.profile.usable_mib
-    if first.profile is None:
-        assert second.profile is None
+    elif first.profile is not None:
+        event("asserted: only the smaller demand covered")
+        assert first.profile.usable_mib < round(large * 1024)  # else it would cover both
+    else:
+        event("asserted: neither demand covered")
+        assert second.largest.usable_mib < round(large * 1024)
 
 
 @settings(max_examples=200)
@@ -184,6 +193,7 @@ def test_the_chosen_profile_is_the_smallest_that_covers(family, gib):
         for p in MIG_FAMILIES[family].profiles
         if p.usable_mib >= demand and not p.media_extensions
     ]
+    event(f"asserted: {'covered' if covering else 'nothing covers'}")
     if not covering:
         assert choice.profile is None and choice.largest.usable_mib < demand
     else:
@@ -260,8 +270,13 @@ def whole_pod(flow_node: str, replica: int, k: int, cpu: int = 1000) -> PodReque
 
 
 @st.composite
-def node_specs(draw: st.DrawFn, *, max_nodes: int = 3, max_cards: int = 2) -> list[dict[str, Any]]:
-    """Descriptions the oracle reads directly (it never re-derives them from NodeState)."""
+def node_specs(
+    draw: st.DrawFn, *, max_nodes: int = 3, max_cards: int = 2, first_busy: bool = False
+) -> list[dict[str, Any]]:
+    """Descriptions the oracle reads directly (it never re-derives them from NodeState).
+
+    ``first_busy``: node ``n0`` has a GPU pod bound (a whole card or a MIG instance).
+    """
     family = draw(st.sampled_from(["H100-80GB", "H100-80GB", "A100-40GB"]))
     specs = []
     for i in range(draw(st.integers(1, max_nodes))):
@@ -275,10 +290,10 @@ def node_specs(draw: st.DrawFn, *, max_nodes: int = 3, max_cards: int = 2) -> li
                 if c and "+me" not in "".join(c)
             ]
             layout = draw(st.sampled_from(feasible))
-        busy = draw(st.integers(0, 3)) == 0
+        busy = draw(st.integers(0, 3)) == 0 or (first_busy and i == 0)
         bound: dict[str, int] = {}
         if busy:
-            if layout and draw(st.booleans()):
+            if layout and (draw(st.booleans()) or cards == 1):
                 p = sorted(layout)[0]
                 bound[f"nvidia.com/mig-{p}"] = 1
             elif cards - (1 if layout else 0) > 0:
@@ -317,6 +332,50 @@ def pod_specs(draw: st.DrawFn, *, max_groups: int = 3) -> list[PodRequest]:
             k = draw(st.integers(1, 2))
             pods += [whole_pod(f"w{g}", r, k, cpu) for r in range(replicas)]
     return pods
+
+
+@st.composite
+def fitting_mix_instances(
+    draw: st.DrawFn, *, max_nodes: int = 2
+) -> tuple[list[dict[str, Any]], list[PodRequest]]:
+    """Node descriptions and pods with a placement planted in them: they fit by construction.
+
+    Each workload is given cards of one idle node (nothing bound; one is made
+    idle if none is): a whole-card pod takes its cards; MIG replicas take one
+    card, repartitioned to as many instances of the profile the node's family
+    chooses for their memory as that card can hold; cpu stays within the node's.
+    """
+    specs = draw(node_specs(max_nodes=max_nodes))
+    if all(s["bound"] for s in specs):
+        specs[-1]["bound"] = {}
+    pods: list[PodRequest] = []
+    for spec in specs:
+        if spec["bound"]:
+            continue
+        family, cpu_left, card = spec["family"], spec["cpu"], 0
+        while card < spec["cards"]:
+            kind = draw(st.sampled_from(["mig", "mig", "whole", "none"]))
+            if kind == "none" and pods:
+                card += 1
+                continue
+            cpu = draw(st.sampled_from([0, 1000, 2000]))
+            gib = draw(st.sampled_from([4, 9, 10, 18, 20, 30, 40, 75]))
+            profile = choose_profile(family, gib).profile
+            g = len({p.node for p in pods})
+            if kind == "mig" and profile is not None:
+                most = max(n for n in range(1, 8) if fit_layout(family, {profile.name: n}).feasible)
+                replicas = draw(st.integers(1, min(3, most)))
+                cpu = cpu if cpu * replicas <= cpu_left else 0
+                pods += [mig_pod(f"m{g}", r, gib, cpu) for r in range(replicas)]
+                card += 1
+            else:
+                replicas = 1
+                k = draw(st.integers(1, spec["cards"] - card))
+                cpu = cpu if cpu <= cpu_left else 0
+                pods.append(whole_pod(f"w{g}", 0, k, cpu))
+                card += k
+            cpu_left -= cpu * replicas
+    return specs, pods
 
 
 def build_nodes(specs: Sequence[Mapping[str, Any]]) -> list[NodeState]:
@@ -535,11 +594,13 @@ def test_mix_planning_agrees_with_brute_force_on_tiny_clusters(specs, pods):
 
 
 @settings(max_examples=60, deadline=None)
-@given(node_specs(max_nodes=2), pod_specs(), st.integers(1, 3))
-def test_more_idle_cards_never_make_a_fitting_plan_fail(specs, pods, extra):
+@given(fitting_mix_instances(max_nodes=2), st.integers(1, 3))
+def test_more_idle_cards_never_make_a_fitting_plan_fail(instance, extra):
+    specs, pods = instance
     nodes = build_nodes(specs)
     before = pack_mix(pods, nodes, config=CONFIG)
-    assume(before.packing.feasible is True)
+    assert before.packing.feasible is True, before.packing.report  # the planted placement
+    event(f"asserted: fits, {min(before.mig.cards_reconfigured, 2)}+ card(s) reconfigured")
     more = [*nodes, mig_node("zz-idle", specs[0]["family"], cards=extra)]
     after = pack_mix(pods, more, config=CONFIG)
     assert after.packing.feasible is True
@@ -547,12 +608,26 @@ def test_more_idle_cards_never_make_a_fitting_plan_fail(specs, pods, extra):
     assert_valid(after, more)
 
 
+@st.composite
+def busy_instances(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[PodRequest]]:
+    """A random instance with a busy node, or a fitting one (planted) joined by a busy node."""
+    if draw(st.booleans()):
+        return draw(node_specs(first_busy=True)), draw(pod_specs())
+    specs, pods = draw(fitting_mix_instances(max_nodes=2))
+    busy = draw(node_specs(max_nodes=1, first_busy=True))[0]
+    return [*specs, {**busy, "name": "nb"}], pods
+
+
 @settings(max_examples=80, deadline=None)
-@given(node_specs(), pod_specs())
-def test_a_plan_never_reconfigures_a_busy_card(specs, pods):
+@given(busy_instances())
+def test_a_plan_never_reconfigures_a_busy_card(instance):
+    specs, pods = instance
     nodes = build_nodes(specs)
     result = pack_mix(pods, nodes, config=CONFIG)
     busy = {s["name"] for s in specs if s["bound"]}
+    assert busy
+    fits = "fits" if result.packing.feasible else "does not fit"
+    event(f"asserted: {fits}, {min(result.mig.cards_reconfigured, 1)}+ idle card(s) reconfigured")
     for plan_node in result.mig.nodes:
         if plan_node.node in busy:
             assert not plan_node.touched and plan_node.cards == ()
@@ -604,5 +679,6 @@ def test_unknown_occupancy_is_bracketed(specs, pods):
     known = pack_mix(pods, nodes, config=CONFIG).packing.feasible
     empty = pack_mix(pods, [*nodes, hidden.as_empty()], config=CONFIG).packing.feasible
     expected = "fits" if known else ("does-not-fit" if empty is False else "unknown")
+    event(f"asserted: {expected}")
     assert plan.verdict == expected
     assert "zz-unknown" not in set(plan.placement.values()) or plan.verdict != "fits"

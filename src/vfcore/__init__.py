@@ -100,6 +100,8 @@ __all__ = [
     "JoinOutput",
     "JoinPolicy",
     "KedaScaler",
+    "LayoutOptions",
+    "LocalLayout",
     "Message",
     "MigPlan",
     "Node",
@@ -147,6 +149,7 @@ __all__ = [
     "fit_layout",
     "gpu_demand",
     "key_hash",
+    "local_layout",
     "mig_family",
     "moved_fraction",
     "node_shapes",
@@ -223,6 +226,7 @@ _LAZY_MODULES = {
         ("DeviceAssignment", "DeviceRequest", "GpuDevice", "assign_devices", "visible_devices"),
         "devices",
     ),
+    **dict.fromkeys(("LayoutOptions", "LocalLayout", "local_layout"), "layout"),
 }
 
 
@@ -232,9 +236,15 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
     from vfcore import scaling
     from vfcore.placement import mig, scheduler
-    from vfcore.runtime import devices
+    from vfcore.runtime import devices, layout
 
-    modules = {"scheduler": scheduler, "scaling": scaling, "devices": devices, "mig": mig}
+    modules = {
+        "scheduler": scheduler,
+        "scaling": scaling,
+        "devices": devices,
+        "layout": layout,
+        "mig": mig,
+    }
     module = modules[module_name]
     value = getattr(module, name)
     globals()[name] = value

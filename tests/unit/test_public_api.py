@@ -29,6 +29,7 @@ def test_importing_vfcore_leaves_the_scheduler_and_scaling_unloaded():
             "vfcore.placement.scheduler",
             "vfcore.scaling",
             "vfcore.runtime.devices",
+            "vfcore.runtime.layout",
             "vfcore.placement.mig",
         }
     )

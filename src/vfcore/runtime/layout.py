@@ -1,0 +1,404 @@
+"""The local layout: every decision a local run needs before its first process starts.
+
+:func:`local_layout` turns a valid :class:`~vfcore.FlowSpec`, the run's options
+and the host's GPU inventory into a frozen :class:`LocalLayout`. The local
+executor (``vfadapters.local``) carries it out and decides nothing of its own:
+
+* **replica bounds** per node: it starts ``replicas`` (:func:`vfcore.effective_replicas`)
+  and stays within ``[min_replicas, max_replicas]``. Only nodes the autoscaling
+  rule admits (``scalable``) get ``max_replicas > replicas``;
+* **pods and slots**: pod ``r`` of a node is named ``pod_name(node, r)``
+  (``detector/0``) and owns control slot ``slots[r]``; slots are numbered
+  across the flow in node order, one per replica the node may ever run, so
+  every buffer a replica may write to exists before any replica starts;
+* **routing** per edge: every message goes to every child (fan-out across
+  edges); within one edge it goes to one replica of the child: ``single`` (one
+  replica), ``competing`` (replicas share one input buffer; whoever is free
+  takes the next batch) or ``partitioned`` (one input buffer per replica; the
+  owner is :func:`vfcore.owner_of` with the edge's ``strategy``);
+* **devices** per GPU pod: :func:`vfcore.runtime.devices.assign_devices` over the
+  inventory passed in.
+
+The autoscaling rule (:data:`LOCAL_WAIVED_REASONS`): a node may autoscale
+locally when :func:`vfcore.autoscaling_rejections` gives it no reason other than
+``batch-job``. That reason exists because a BATCH node runs as a Kubernetes Job,
+whose parallelism is fixed; locally its competing replicas share one input
+buffer, so one more or one fewer changes nothing about who may take what, in
+BATCH as in REALTIME. Every other reason binds locally too (partitioned nodes,
+one-task nodes, unpartitioned joins, GPU nodes without ``gpu_autoscaling``).
+
+Worked example (``autoscale=True, max_replicas=6``): ``camera → detector
+(nb_tasks=2) → tracker (nb_tasks=3, partition_by="trace_id") → sink``.
+``camera`` has slot 0; ``detector`` starts 2 replicas and may grow to 6 (slots
+1-6, edge ``camera → detector`` competing); ``tracker`` is partitioned, so it
+stays at 3 (slots 7-9, three input buffers, edge ``detector → tracker``
+partitioned, ``modulo``); ``sink`` has slot 10::
+
+    >>> from vfcore import FlowSpec, NodeSpec
+    >>> spec = FlowSpec("demo", "realtime", (
+    ...     NodeSpec("camera", "producer"),
+    ...     NodeSpec("detector", "processor", ("camera",), nb_tasks=2),
+    ...     NodeSpec("tracker", "processor", ("detector",), nb_tasks=3, partition_by="trace_id"),
+    ...     NodeSpec("sink", "consumer", ("tracker",)),
+    ... ))
+    >>> layout = local_layout(spec, LayoutOptions(autoscale=True, max_replicas=6))
+    >>> [(n.name, n.replicas, n.max_replicas, n.slots[0]) for n in layout.nodes]
+    [('camera', 1, 1, 0), ('detector', 2, 6, 1), ('tracker', 3, 3, 7), ('sink', 1, 1, 10)]
+    >>> [(e.parent, e.child, e.routing) for e in layout.edges]
+    [('camera', 'detector', 'competing'), ('detector', 'tracker', 'partitioned'), ('tracker', 'sink', 'single')]
+    >>> layout.node("tracker").scaling_reasons[0].code
+    'partitioned'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from vfcore.demand import AutoscalingOptions, Reason, autoscaling_rejections, pod_name
+from vfcore.errors import InvalidInputError
+from vfcore.routing.partition import STRATEGIES, Strategy
+from vfcore.runtime.devices import (
+    GPU_POLICIES,
+    DeviceAssignment,
+    DeviceRequest,
+    GpuDevice,
+    GpuPolicy,
+    assign_devices,
+)
+from vfcore.spec import FlowSpec, NodeSpec
+from vfcore.validate import effective_replicas
+
+__all__ = [
+    "LOCAL_WAIVED_REASONS",
+    "ROUTINGS",
+    "EdgeLayout",
+    "LayoutOptions",
+    "LocalLayout",
+    "NodeLayout",
+    "PodLayout",
+    "Routing",
+    "local_layout",
+]
+
+Routing = Literal["single", "competing", "partitioned"]
+"""How one edge delivers a message to its child's replicas (see the module docstring)."""
+ROUTINGS: Final[tuple[Routing, ...]] = ("single", "competing", "partitioned")
+
+#: Reason codes of :func:`vfcore.autoscaling_rejections` that do not bind a local
+#: run: ``batch-job`` (a Kubernetes Job's fixed parallelism; locally competing
+#: replicas share one input buffer in BATCH flows too).
+LOCAL_WAIVED_REASONS: Final[frozenset[str]] = frozenset({"batch-job"})
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutOptions:
+    """The run options that bear on the layout (``vf run`` flags of the same names).
+
+    ``autoscale``: let admitted nodes grow to ``max_replicas``;
+    ``gpu_autoscaling``: admit GPU nodes too; ``gpu_policy``: ``share`` runs GPU
+    replicas anyway when the cards fall short, ``strict`` refuses (see
+    :func:`~vfcore.runtime.devices.assign_devices`); ``strategy``: how a
+    partitioned edge maps keys to owners (:func:`vfcore.partition_of`).
+    """
+
+    autoscale: bool = False
+    gpu_autoscaling: bool = False
+    max_replicas: int = 10
+    gpu_policy: GpuPolicy = "share"
+    strategy: Strategy = "modulo"
+
+    def __post_init__(self) -> None:
+        m = self.max_replicas
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            raise InvalidInputError(
+                "invalid-layout-option",
+                f"max_replicas={m!r} must be an int >= 1",
+                "give the most replicas an autoscaled node may run, e.g. 10",
+            )
+        if self.gpu_policy not in GPU_POLICIES:
+            raise InvalidInputError(
+                "invalid-layout-option",
+                f"gpu_policy={self.gpu_policy!r} is not one of {', '.join(GPU_POLICIES)}",
+                "use 'share' (the default) or 'strict'",
+            )
+        if self.strategy not in STRATEGIES:
+            raise InvalidInputError(
+                "invalid-layout-option",
+                f"strategy={self.strategy!r} is not one of {', '.join(STRATEGIES)}",
+                "use 'modulo' (the default) or 'jump'",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "autoscale": self.autoscale,
+            "gpu_autoscaling": self.gpu_autoscaling,
+            "max_replicas": self.max_replicas,
+            "gpu_policy": self.gpu_policy,
+            "strategy": self.strategy,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PodLayout:
+    """One replica a node may run: its pod name, control slot, input buffer and devices.
+
+    ``owner``: which of the node's input buffers it reads (its own replica
+    index when the node is partitioned, else 0, the shared one). ``device``:
+    ``"cuda"`` or ``"cpu"`` for a GPU node's pod (``"cpu"`` when it got no
+    device), None for a CPU node's.
+    """
+
+    name: str
+    replica: int
+    slot: int
+    owner: int
+    device: str | None = None
+    devices: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "replica": self.replica,
+            "slot": self.slot,
+            "owner": self.owner,
+            "device": self.device,
+            "devices": list(self.devices),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLayout:
+    """One node of a local run: how many replicas, within which bounds, as which pods.
+
+    ``replicas`` is what starts (:func:`vfcore.effective_replicas`);
+    ``min_replicas <= replicas <= max_replicas``. ``scalable``: autoscaling is on
+    and the local rule admits the node; ``scaling_reasons``: why it stays at fixed
+    scale under autoscaling (the rule's verdict, computed whether or not
+    autoscaling is on; :data:`LOCAL_WAIVED_REASONS` left out). ``owners``: its input
+    buffers per parent (``replicas`` when partitioned, else 1). ``pods``: one per
+    replica up to ``max_replicas``.
+    """
+
+    name: str
+    index: int
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    scalable: bool
+    scaling_reasons: tuple[Reason, ...]
+    partitioned: bool
+    owners: int
+    pods: tuple[PodLayout, ...]
+
+    @property
+    def slots(self) -> tuple[int, ...]:
+        """The control slot of each pod, by replica index."""
+        return tuple(pod.slot for pod in self.pods)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "index": self.index,
+            "replicas": self.replicas,
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "scalable": self.scalable,
+            "scaling_reasons": [r.to_dict() for r in self.scaling_reasons],
+            "partitioned": self.partitioned,
+            "owners": self.owners,
+            "pods": [pod.to_dict() for pod in self.pods],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeLayout:
+    """One edge ``parent → child`` and how it routes to the child's replicas.
+
+    ``owners``: the child's input buffers on this edge. ``partitioned`` edges
+    carry the child's ``partition_by`` and the ``strategy``; a writer finds a
+    message's buffer with ``vfcore.owner_of(child_spec, trace_id=...,
+    metadata=..., strategy=strategy)``, which is below ``owners`` because the
+    child's ``owners`` is its :func:`vfcore.effective_replicas`.
+    """
+
+    parent: str
+    child: str
+    routing: Routing
+    owners: int
+    partition_by: str | None = None
+    strategy: Strategy | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parent": self.parent,
+            "child": self.child,
+            "routing": self.routing,
+            "owners": self.owners,
+            "partition_by": self.partition_by,
+            "strategy": self.strategy,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LocalLayout:
+    """The layout of one local run (see :func:`local_layout`).
+
+    ``nodes`` in flow order; ``edges`` in child order, then parent order;
+    ``slots``: control slots in all; ``devices``: the GPU assignment, None when
+    no node is a GPU node (a refused assignment is data: ``devices.refused``).
+    """
+
+    flow: str
+    flow_type: str
+    options: LayoutOptions
+    nodes: tuple[NodeLayout, ...]
+    edges: tuple[EdgeLayout, ...]
+    slots: int
+    devices: DeviceAssignment | None = None
+
+    def node(self, name: str) -> NodeLayout:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def outputs(self, parent: str) -> tuple[EdgeLayout, ...]:
+        """The edges out of ``parent``, in child order."""
+        return tuple(edge for edge in self.edges if edge.parent == parent)
+
+    def edge(self, parent: str, child: str) -> EdgeLayout:
+        for edge in self.edges:
+            if edge.parent == parent and edge.child == child:
+                return edge
+        raise KeyError((parent, child))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "flow_type": self.flow_type,
+            "options": self.options.to_dict(),
+            "nodes": [node.to_dict() for node in self.nodes],
+            "edges": [edge.to_dict() for edge in self.edges],
+            "slots": self.slots,
+            "devices": None if self.devices is None else self.devices.to_dict(),
+        }
+
+
+def local_layout(
+    spec: FlowSpec,
+    options: LayoutOptions | None = None,
+    *,
+    inventory: Sequence[GpuDevice] = (),
+) -> LocalLayout:
+    """Lay out a local run of ``spec`` (valid: :func:`vfcore.validate` gave no error).
+
+    ``inventory``: the GPUs the run may use (detected by the adapter, narrowed to
+    ``CUDA_VISIBLE_DEVICES``); looked at only when a node is a GPU node. Raises
+    :class:`~vfcore.errors.InvalidInputError` only for invalid options or
+    device requests; a GPU shortfall under ``strict`` is ``devices.refused``.
+    """
+    opts = options if options is not None else LayoutOptions()
+    rejections = autoscaling_rejections(
+        spec,
+        AutoscalingOptions(
+            enabled=opts.autoscale,
+            gpu_autoscaling=opts.gpu_autoscaling,
+            max_replicas=opts.max_replicas,
+        ),
+    )
+    nodes: list[NodeLayout] = []
+    slot = 0
+    for index, node in enumerate(spec.nodes):
+        nodes.append(_node_layout(node, index, slot, rejections[node.name], opts))
+        slot += nodes[-1].max_replicas
+    devices = _assign(spec, nodes, inventory, opts.gpu_policy)
+    if devices is not None:
+        nodes = [_with_devices(n, devices) if spec.node(n.name).is_gpu else n for n in nodes]
+    by_name = {n.name: n for n in nodes}
+    edges = tuple(
+        _edge_layout(parent, node, by_name[node.name], opts.strategy)
+        for node in spec.nodes
+        for parent in node.parents
+    )
+    return LocalLayout(spec.name, spec.flow_type, opts, tuple(nodes), edges, slot, devices)
+
+
+def _node_layout(
+    node: NodeSpec, index: int, first_slot: int, rejected: tuple[Reason, ...], opts: LayoutOptions
+) -> NodeLayout:
+    n = effective_replicas(node)
+    reasons = tuple(r for r in rejected if r.code not in LOCAL_WAIVED_REASONS)
+    scalable = opts.autoscale and node.is_processor and not reasons
+    top = max(n, opts.max_replicas) if scalable else n
+    partitioned = node.partition_by is not None and n > 1
+    pods = tuple(
+        PodLayout(pod_name(node.name, r), r, first_slot + r, r if partitioned else 0)
+        for r in range(top)
+    )
+    return NodeLayout(
+        name=node.name,
+        index=index,
+        replicas=n,
+        min_replicas=n,
+        max_replicas=top,
+        scalable=scalable,
+        scaling_reasons=reasons,
+        partitioned=partitioned,
+        owners=n if partitioned else 1,
+        pods=pods,
+    )
+
+
+def _assign(
+    spec: FlowSpec, nodes: Sequence[NodeLayout], inventory: Sequence[GpuDevice], policy: GpuPolicy
+) -> DeviceAssignment | None:
+    requests = [
+        DeviceRequest(pod.name, node.gpu_count, node.gpu_memory_gib)
+        for layout, node in zip(nodes, spec.nodes, strict=True)
+        if node.is_gpu
+        for pod in layout.pods
+    ]
+    if not requests:
+        return None
+    return assign_devices(requests, tuple(inventory), policy=policy)
+
+
+def _with_devices(node: NodeLayout, assignment: DeviceAssignment) -> NodeLayout:
+    pods = []
+    for pod in node.pods:
+        devices = tuple(assignment.devices.get(pod.name, ()))
+        pods.append(
+            PodLayout(
+                pod.name,
+                pod.replica,
+                pod.slot,
+                pod.owner,
+                "cuda" if devices else "cpu",
+                devices,
+            )
+        )
+    return NodeLayout(
+        node.name,
+        node.index,
+        node.replicas,
+        node.min_replicas,
+        node.max_replicas,
+        node.scalable,
+        node.scaling_reasons,
+        node.partitioned,
+        node.owners,
+        tuple(pods),
+    )
+
+
+def _edge_layout(
+    parent: str, child: NodeSpec, layout: NodeLayout, strategy: Strategy
+) -> EdgeLayout:
+    if layout.partitioned:
+        return EdgeLayout(
+            parent, child.name, "partitioned", layout.owners, child.partition_by, strategy
+        )
+    routing: Routing = "competing" if layout.max_replicas > 1 else "single"
+    return EdgeLayout(parent, child.name, routing, 1)

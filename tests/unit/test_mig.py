@@ -564,11 +564,17 @@ def test_exclusive_mode_plans_have_no_mig_section():
 
 def test_the_docstring_examples_run():
     import doctest
+    import importlib
+    import pkgutil
 
     import vfcore.placement.mig
 
-    result = doctest.testmod(vfcore.placement.mig, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 15 and result.failed == 0
+    modules = [vfcore.placement.mig] + [
+        importlib.import_module(f"vfcore.placement.mig.{info.name}")
+        for info in pkgutil.iter_modules(vfcore.placement.mig.__path__)
+    ]
+    results = [doctest.testmod(m, optionflags=doctest.ELLIPSIS) for m in modules]
+    assert sum(r.attempted for r in results) >= 15 and sum(r.failed for r in results) == 0
 
 
 def test_the_worked_example_in_docs_mig_md_runs():

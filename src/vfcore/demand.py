@@ -13,10 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from vfcore.errors import InvalidInputError
+from vfcore.errors import InvalidFlowError, InvalidInputError
 from vfcore.params import parameter_issues
 from vfcore.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
-from vfcore.validate import check_gpu_mode, effective_replicas, gpu_resource_of, to_spec
+from vfcore.validate import (
+    check_gpu_mode,
+    effective_replicas,
+    flow_size_issue,
+    gpu_resource_of,
+    to_spec,
+)
 
 if TYPE_CHECKING:
     from vfcore.flow import Flow
@@ -192,6 +198,9 @@ def gpu_demand(
     """
     spec = to_spec(flow_or_spec)
     mode = check_gpu_mode(gpu_mode)
+    too_large = flow_size_issue(spec)
+    if too_large is not None:  # one claim per pod: bound the work before listing them
+        raise InvalidFlowError([too_large])
     pods: list[PodClaim] = []
     for node in spec.nodes:
         if not node.is_gpu or parameter_issues(node):

@@ -14,7 +14,7 @@ from vfcore.demand import (
     gpu_demand,
     node_shapes,
 )
-from vfcore.errors import Issue
+from vfcore.errors import InvalidFlowError, Issue
 from vfcore.spec import FlowSpec
 from vfcore.validate import check_gpu_mode, gpu_resource_of, to_spec, validate
 
@@ -103,6 +103,8 @@ def explain(
     issues = validate(
         spec, gpu_mode=mode, gpu_resource_name=gpu_resource_name, autoscaling=opts.enabled
     )
+    if any(i.rule == "flow-too-large" for i in issues):
+        raise InvalidFlowError(issues)  # too large to list per pod: the size comes first
     rejections = autoscaling_rejections(spec, opts)
     return Explanation(
         spec=spec,

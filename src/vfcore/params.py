@@ -11,12 +11,23 @@ from collections.abc import Callable
 
 from vfcore.errors import ERROR, Issue
 from vfcore.join_policy import JoinPolicy
-from vfcore.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec
+from vfcore.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec, brief
 
-__all__ = ["DEVICE_TYPES", "parameter_issues"]
+__all__ = ["DEVICE_TYPES", "MAX_PODS_PER_FLOW", "MAX_REPLICAS_PER_NODE", "parameter_issues"]
 
 RULE = "invalid-parameter"
 DEVICE_TYPES = ("cpu", "gpu")
+
+#: The most replicas one node may run (``nb_tasks``). Every replica is a pod, a
+#: worker process and a row in each plan, so ``nb_tasks=10**7`` would take
+#: minutes and gigabytes to explain or plan; no real deployment of one node
+#: comes near 10,000 pods (Kubernetes itself is tested to 150,000 pods in all).
+MAX_REPLICAS_PER_NODE = 10_000
+
+#: The most pods (replicas of every node, summed) one flow may run: the bound
+#: that keeps ``vf explain`` and the per-pod tables of ``vf plan`` within
+#: seconds and megabytes (rule ``flow-too-large``).
+MAX_PODS_PER_FLOW = 100_000
 
 
 def _is_int(value: object) -> bool:
@@ -40,15 +51,25 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
         out.append(Issue(RULE, ERROR, label, f"node {label!r}: {message}", hint))
 
     if not isinstance(node.name, str) or not node.name.strip():
-        bad(f"name={node.name!r} must be a non-empty string", "give every node a unique name")
+        bad(f"name={brief(node.name)} must be a non-empty string", "give every node a unique name")
     if node.kind not in KINDS:
-        bad(f"kind={node.kind!r} is not one of {KINDS}", "use a producer, processor or consumer")
+        bad(
+            f"kind={brief(node.kind)} is not one of {KINDS}",
+            "use a producer, processor or consumer",
+        )
     single = node.kind in (PRODUCER, CONSUMER)
 
     if not _is_positive_int(node.nb_tasks):
         bad(
-            f"nb_tasks={node.nb_tasks!r} must be an int >= 1",
+            f"nb_tasks={brief(node.nb_tasks)} must be an int >= 1",
             "pass the number of replicas as an int, e.g. nb_tasks=4",
+        )
+    elif node.nb_tasks > MAX_REPLICAS_PER_NODE:
+        bad(
+            f"nb_tasks={brief(node.nb_tasks)} is over the limit of "
+            f"{MAX_REPLICAS_PER_NODE} replicas per node",
+            f"run at most {MAX_REPLICAS_PER_NODE} replicas of one node (each is a pod); "
+            "split the work across nodes if you really need more",
         )
     elif single and node.nb_tasks != 1:
         bad(
@@ -59,7 +80,7 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
     if node.partition_by is not None:
         if not isinstance(node.partition_by, str) or not node.partition_by.strip():
             bad(
-                f"partition_by={node.partition_by!r} must be a non-empty string",
+                f"partition_by={brief(node.partition_by)} must be a non-empty string",
                 "use partition_by='trace_id' or the name of a metadata field set upstream",
             )
         elif single:
@@ -72,7 +93,7 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
     keys = node.sets_keys
     if not isinstance(keys, tuple) or not all(isinstance(k, str) and k.strip() for k in keys):
         bad(
-            f"sets_keys={keys!r} must be a sequence of non-empty field names",
+            f"sets_keys={brief(keys)} must be a sequence of non-empty field names",
             "list the metadata fields this node sets with ctx.set_partition_key",
         )
     else:
@@ -91,12 +112,12 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
 
     if node.device_type not in DEVICE_TYPES:
         bad(
-            f"device_type={node.device_type!r} must be 'cpu' or 'gpu'",
+            f"device_type={brief(node.device_type)} must be 'cpu' or 'gpu'",
             "use device_type='gpu' for nodes that need a GPU, else leave the default 'cpu'",
         )
     if not _is_positive_int(node.gpu_count):
         bad(
-            f"gpu_count={node.gpu_count!r} must be an int >= 1",
+            f"gpu_count={brief(node.gpu_count)} must be an int >= 1",
             "pass the number of whole GPUs one replica needs, e.g. gpu_count=2",
         )
     name = node.gpu_resource_name
@@ -104,7 +125,7 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
         not isinstance(name, str) or name.count("/") != 1 or not all(name.split("/"))
     ):
         bad(
-            f"gpu_resource_name={name!r} is not an extended resource name like 'nvidia.com/gpu'",
+            f"gpu_resource_name={brief(name)} is not an extended resource name like 'nvidia.com/gpu'",
             "write it as <domain>/<name>, e.g. 'nvidia.com/mig-1g.10gb', or leave it unset",
         )
     memory = node.gpu_memory_gib
@@ -115,16 +136,18 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
         or memory <= 0
     ):
         bad(
-            f"gpu_memory_gib={memory!r} must be a number > 0",
+            f"gpu_memory_gib={brief(memory)} must be a number > 0",
             "give the VRAM one replica needs in GiB, e.g. gpu_memory_gib=10",
         )
     if node.join_policy is not None and not isinstance(node.join_policy, JoinPolicy):
         bad(
-            f"join_policy={node.join_policy!r} is not a JoinPolicy",
+            f"join_policy={brief(node.join_policy)} is not a JoinPolicy",
             "pass join_policy=JoinPolicy(...)",
         )
     if not isinstance(node.finite, bool):
-        bad(f"finite={node.finite!r} must be True or False", "pass finite=True or finite=False")
+        bad(
+            f"finite={brief(node.finite)} must be True or False", "pass finite=True or finite=False"
+        )
     elif node.finite and node.kind != PRODUCER:
         bad(
             f"finite=True applies only to producers (this is a {node.kind})",
@@ -132,7 +155,7 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
         )
     _check_requests(node, bad)
     if not isinstance(node.parents, tuple) or not all(isinstance(p, str) for p in node.parents):
-        bad(f"parents={node.parents!r} must be node names", "wire nodes by calling them")
+        bad(f"parents={brief(node.parents)} must be node names", "wire nodes by calling them")
     return out
 
 
@@ -145,7 +168,7 @@ def _check_requests(node: NodeSpec, bad: Callable[[str, str], None]) -> None:
         isinstance(item, tuple) and len(item) == 2 for item in requests
     ):
         bad(
-            f"requests={requests!r} must map resources to quantities",
+            f"requests={brief(requests)} must map resources to quantities",
             "pass requests={'cpu': '2', 'memory': '8Gi'}",
         )
         return
@@ -154,7 +177,7 @@ def _check_requests(node: NodeSpec, bad: Callable[[str, str], None]) -> None:
             resource in ("cpu", "memory", "ephemeral-storage") or resource.count("/") == 1
         ):
             bad(
-                f"requests names {resource!r}, which is not cpu, memory, ephemeral-storage or an "
+                f"requests names {brief(resource)}, which is not cpu, memory, ephemeral-storage or an "
                 "extended resource like example.com/fpga",
                 "request cpu and memory here; GPUs come from device_type and gpu_count",
             )
@@ -165,4 +188,4 @@ def _check_requests(node: NodeSpec, bad: Callable[[str, str], None]) -> None:
             bad(exc.message, exc.hint)
             continue
         if units < 0:
-            bad(f"requests[{resource!r}]={quantity!r} is negative", "requests are >= 0")
+            bad(f"requests[{resource!r}]={brief(quantity)} is negative", "requests are >= 0")

@@ -4,9 +4,12 @@ A :class:`FlowSpec` is what every other part of vfcore reads: validation,
 demand, placement, scaling. It is built from a live :class:`vfcore.Flow` with
 ``flow.spec()``, or loaded from JSON with :meth:`FlowSpec.from_json`.
 
-``from_dict`` checks only the *shape* of the document (an object with a list
-of nodes, each with a name and a kind); the *values* of node parameters are
-checked by :func:`vfcore.validate`, which reports every problem at once.
+``from_dict`` checks the *shape* of the document (an object with a list of
+nodes, each with a name and a kind) and the JSON *type* of every field (a
+``gpu_memory_gib`` of ``"10Gi"`` is an ``invalid-spec`` naming the node and the
+field, with every other mistyped field of every node); the *values* of node
+parameters (``nb_tasks=0``) are checked by :func:`vfcore.validate`, which
+reports every problem at once.
 """
 
 from __future__ import annotations
@@ -133,39 +136,52 @@ class NodeSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NodeSpec:
+        """A node from its JSON object; every field of the wrong type is an ``invalid-spec``.
+
+        Types are checked here, values (``nb_tasks >= 1``, a known ``device_type``)
+        by :func:`vfcore.validate`. One error lists every mistyped field:
+
+        >>> NodeSpec.from_dict({"name": "det", "kind": "processor", "gpu_memory_gib": "10Gi"})
+        Traceback (most recent call last):
+        ...
+        vfcore.errors.InvalidFlowError: invalid-spec [det]: node 'det': field 'gpu_memory_gib' must be a number of GiB or null, got the string '10Gi' (hint: write the spec as FlowSpec.to_json() does (see docs/concepts.md))
+        """
         if not isinstance(data, Mapping):
-            raise _shape_error(None, f"a node must be a JSON object, got {type(data).__name__}")
+            raise _shape_error(None, f"a node must be a JSON object, got {_kind_of(data)}")
         name = data.get("name")
         if not isinstance(name, str):
-            raise _shape_error(None, f"a node needs a string 'name', got {name!r}")
-        unknown = sorted(set(data) - set(_NODE_FIELDS))
+            raise _shape_error(None, f"a node needs a string 'name', got {brief(name)}")
+        unknown = sorted(str(k) for k in set(data) - set(_NODE_FIELDS))
         if unknown:
             raise _shape_error(name, f"node {name!r} has unknown field(s) {unknown}")
         kind = data.get("kind")
         if kind not in KINDS:
-            raise _shape_error(name, f"node {name!r} has kind {kind!r}; expected one of {KINDS}")
+            raise _shape_error(
+                name, f"node {name!r} has kind {brief(kind)}; expected one of {KINDS}"
+            )
+        problems = [
+            f"node {name!r}: {problem}"
+            for problem in (_field_problem(key, data[key]) for key in _NODE_FIELDS if key in data)
+            if problem is not None
+        ]
+        if problems:
+            raise InvalidFlowError(_shape_issue(name, p) for p in problems)
         parents = data.get("parents", [])
-        if not isinstance(parents, list | tuple) or not all(isinstance(p, str) for p in parents):
-            raise _shape_error(name, f"node {name!r}: 'parents' must be a list of node names")
         sets_keys = data.get("sets_keys", [])
-        if isinstance(sets_keys, str) or not isinstance(sets_keys, list | tuple):
-            raise _shape_error(name, f"node {name!r}: 'sets_keys' must be a list of field names")
         policy = data.get("join_policy")
         join_policy: JoinPolicy | None = None
         if policy is not None:
-            if not isinstance(policy, Mapping):
-                raise _shape_error(name, f"node {name!r}: 'join_policy' must be an object")
             try:
                 join_policy = JoinPolicy.from_dict(policy)
             except InvalidFlowError as exc:
                 raise InvalidFlowError(
                     Issue(i.rule, i.severity, name, i.message, i.hint) for i in exc.issues
                 ) from None
+            except (TypeError, ValueError) as exc:
+                raise _shape_error(
+                    name, f"node {name!r}: 'join_policy' cannot be read: {exc}"
+                ) from None
         requests = data.get("requests", {})
-        if not isinstance(requests, Mapping):
-            raise _shape_error(
-                name, f"node {name!r}: 'requests' must map resources to quantities, e.g. cpu: '2'"
-            )
         defaults = cls(name=name, kind=kind)
         return cls(
             name=name,
@@ -183,6 +199,93 @@ class NodeSpec:
             requests=tuple(sorted(requests.items())),
             impl=data.get("impl"),
         )
+
+
+def _is_json_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_json_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_name_list(value: object) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+
+
+def _is_requests(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and (isinstance(v, str) or _is_json_number(v)) for k, v in value.items()
+    )
+
+
+#: The JSON type of every node field but ``name`` and ``kind`` (checked first):
+#: a predicate, and the words that say what is expected.
+_FIELD_TYPES: dict[str, tuple[Any, str]] = {
+    "parents": (_is_name_list, "a list of node names"),
+    "nb_tasks": (_is_json_int, "an integer"),
+    "partition_by": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "sets_keys": (_is_name_list, "a list of field names"),
+    "device_type": (lambda v: isinstance(v, str), "a string ('cpu' or 'gpu')"),
+    "gpu_count": (_is_json_int, "an integer"),
+    "gpu_resource_name": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "gpu_memory_gib": (lambda v: v is None or _is_json_number(v), "a number of GiB or null"),
+    "join_policy": (lambda v: v is None or isinstance(v, Mapping), "an object or null"),
+    "finite": (lambda v: isinstance(v, bool), "true or false"),
+    "requests": (_is_requests, 'an object mapping resources to quantities, e.g. {"cpu": "2"}'),
+    "impl": (lambda v: v is None or isinstance(v, str), "a string or null"),
+}
+
+
+def _field_problem(key: str, value: object) -> str | None:
+    check = _FIELD_TYPES.get(key)
+    if check is None or check[0](value):
+        return None
+    return f"field {key!r} must be {check[1]}, got {_kind_of(value)}"
+
+
+def _kind_of(value: object) -> str:
+    """How a JSON value reads in a message: ``the string '10Gi'``, ``a list``, ``true``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {brief(value)}"
+    if isinstance(value, int | float):
+        return f"the number {brief(value)}"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def brief(value: object, limit: int = 60) -> str:
+    """``repr(value)``, short enough for a message, and safe for any value.
+
+    An integer too long to print (Python refuses more than 4,300 digits) is
+    described by its size; anything longer than ``limit`` is cut.
+
+    >>> brief(10**5000)
+    'an integer of 5001 digits'
+    >>> brief("x" * 100, limit=10)
+    "'xxxxx…(102 chars)"
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        magnitude = abs(value)
+        digits = int(magnitude.bit_length() * 0.30102999566398) + 1
+        if magnitude < 10 ** (digits - 1):
+            digits -= 1
+        sign = "a negative " if value < 0 else "an "
+        return f"{sign}integer of {digits} digits"
+    try:
+        text = repr(value)
+    except Exception:  # a user object whose repr fails: say what it is
+        return f"<{type(value).__name__}>"
+    if len(text) > limit:
+        return f"{text[: limit - 4]}…({len(text)} chars)"
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,24 +338,31 @@ class FlowSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FlowSpec:
         if not isinstance(data, Mapping):
-            raise _shape_error(
-                None, f"a flow spec must be a JSON object, got {type(data).__name__}"
-            )
+            raise _shape_error(None, f"a flow spec must be a JSON object, got {_kind_of(data)}")
         unknown = sorted(set(data) - {"name", "flow_type", "nodes"})
         if unknown:
             raise _shape_error(None, f"the flow spec has unknown field(s) {unknown}")
         name = data.get("name", "flow")
         if not isinstance(name, str) or not name:
-            raise _shape_error(None, f"the flow 'name' must be a non-empty string, got {name!r}")
+            raise _shape_error(
+                None, f"the flow 'name' must be a non-empty string, got {brief(name)}"
+            )
         flow_type = data.get("flow_type", BATCH)
         if flow_type not in FLOW_TYPES:
-            raise _shape_error(None, f"flow_type {flow_type!r} is not one of {FLOW_TYPES}")
+            raise _shape_error(None, f"flow_type {brief(flow_type)} is not one of {FLOW_TYPES}")
         nodes = data.get("nodes")
         if not isinstance(nodes, list | tuple):
             raise _shape_error(None, "the flow spec needs a 'nodes' list")
-        return cls(
-            name=name, flow_type=flow_type, nodes=tuple(NodeSpec.from_dict(n) for n in nodes)
-        )
+        parsed: list[NodeSpec] = []
+        issues: list[Issue] = []
+        for node in nodes:  # every node's problems at once, not only the first node's
+            try:
+                parsed.append(NodeSpec.from_dict(node))
+            except InvalidFlowError as exc:
+                issues.extend(exc.issues)
+        if issues:
+            raise InvalidFlowError(issues)
+        return cls(name=name, flow_type=flow_type, nodes=tuple(parsed))
 
     @classmethod
     def from_json(cls, text: str) -> FlowSpec:
@@ -265,6 +375,16 @@ class FlowSpec:
         except _NonFiniteNumber as exc:
             raise _shape_error(
                 None, f"the flow spec holds the non-finite number {exc.args[0]}, which JSON lacks"
+            ) from None
+        except RecursionError:
+            raise _shape_error(
+                None,
+                "the flow spec is nested too deeply to read (arrays or objects inside "
+                "one another, thousands of levels deep); a FlowSpec is 4 levels deep",
+            ) from None
+        except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+            raise _shape_error(
+                None, f"the flow spec holds a value that cannot be read: {exc}"
             ) from None
         return cls.from_dict(data)
 
@@ -284,15 +404,15 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _shape_error(node: str | None, message: str) -> InvalidFlowError:
-    return InvalidFlowError(
-        [
-            Issue(
-                "invalid-spec",
-                ERROR,
-                node,
-                message,
-                "write the spec as FlowSpec.to_json() does (see docs/concepts.md)",
-            )
-        ]
+def _shape_issue(node: str | None, message: str) -> Issue:
+    return Issue(
+        "invalid-spec",
+        ERROR,
+        node,
+        message,
+        "write the spec as FlowSpec.to_json() does (see docs/concepts.md)",
     )
+
+
+def _shape_error(node: str | None, message: str) -> InvalidFlowError:
+    return InvalidFlowError([_shape_issue(node, message)])

@@ -16,7 +16,7 @@ import networkx as nx
 
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
 from vfcore.join_policy import JoinPolicy, join_policy_parent_problems
-from vfcore.params import parameter_issues
+from vfcore.params import MAX_PODS_PER_FLOW, parameter_issues
 from vfcore.spec import (
     BATCH,
     CONSUMER,
@@ -38,6 +38,7 @@ __all__ = [
     "check_gpu_mode",
     "effective_join_policy",
     "effective_replicas",
+    "flow_pod_count",
     "gpu_resource_of",
     "require_valid",
     "to_spec",
@@ -66,6 +67,7 @@ RULES: dict[str, Severity] = {
     "invalid-join-policy": ERROR,
     "replicated-time-join": ERROR,
     "autoscaling-batch-flow": ERROR,
+    "flow-too-large": ERROR,
     "output-unread": WARNING,
     "singleton-replicas-ignored": WARNING,
     "partition-without-replicas": WARNING,
@@ -114,6 +116,30 @@ def effective_replicas(node: NodeSpec) -> int:
     if node.kind == ONE_TASK_PROCESSOR and node.partition_by is None:
         return 1
     return n
+
+
+def flow_pod_count(spec: FlowSpec) -> int:
+    """Pods the flow runs: every node's :func:`effective_replicas`, summed.
+
+    A node whose parameters are invalid counts as one pod (it is reported as
+    ``invalid-parameter``).
+    """
+    return sum(effective_replicas(n) if not parameter_issues(n) else 1 for n in spec.nodes)
+
+
+def flow_size_issue(spec: FlowSpec) -> Issue | None:
+    """``flow-too-large`` when the flow runs more than ``MAX_PODS_PER_FLOW`` pods."""
+    pods = flow_pod_count(spec)
+    if pods <= MAX_PODS_PER_FLOW:
+        return None
+    return Issue(
+        "flow-too-large",
+        ERROR,
+        None,
+        f"flow {spec.name!r} runs {pods} pods ({len(spec.nodes)} nodes), over the limit of "
+        f"{MAX_PODS_PER_FLOW} pods per flow",
+        "lower nb_tasks, or split the flow into several flows",
+    )
 
 
 def effective_join_policy(node: NodeSpec, flow_type: str) -> JoinPolicy | None:
@@ -197,6 +223,8 @@ class _Validator:
             if problems:
                 self.bad_params.add(node.name)
                 self.issues.extend(problems)
+        if self._too_large():
+            return self.issues  # the graph rules would take minutes; fix the size first
         self._names()
         graph = self._graph()
         self._cycles(graph)
@@ -218,6 +246,12 @@ class _Validator:
                 "or make the flow REALTIME",
             )
         return self.issues
+
+    def _too_large(self) -> bool:
+        issue = flow_size_issue(self.spec)
+        if issue is not None:
+            self.issues.append(issue)
+        return issue is not None
 
     # -- names and edges -----------------------------------------------------
     def _names(self) -> None:

@@ -7,11 +7,12 @@ import json
 from collections import Counter
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.property.strategies import Mutation, flows_with_issues, mutations, valid_specs
-from vfcore import FlowSpec, NodeSpec, validate
+from vfcore import FlowSpec, InvalidFlowError, NodeSpec, validate
 
 
 def _errors(issues):
@@ -91,14 +92,38 @@ def test_issues_are_invariant_under_renaming_nodes(spec, rnd):
     )
 
 
+def _mistyped_nodes(spec: FlowSpec) -> set[str]:
+    """Nodes with a field whose JSON type is wrong (``nb_tasks="2"``, ``gpu_count=True``)."""
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    return {
+        n.name
+        for n in spec.nodes
+        if not is_int(n.nb_tasks)
+        or not is_int(n.gpu_count)
+        or isinstance(n.gpu_memory_gib, bool | str)
+        or not isinstance(n.device_type, str)
+    }
+
+
 @settings(max_examples=300)
 @given(flows_with_issues())
-def test_flowspec_json_round_trips_exactly(spec):
+def test_flowspec_json_round_trips_exactly_or_refuses_the_mistyped_nodes(spec):
     text = spec.to_json()
+    assert json.loads(text) == spec.to_dict()
+    mistyped = _mistyped_nodes(spec)
+    if mistyped:  # the type of a field is checked on load: invalid-spec names each node
+        with pytest.raises(InvalidFlowError) as info:
+            FlowSpec.from_json(text)
+        assert {(i.rule, i.node) for i in info.value.issues} == {
+            ("invalid-spec", n) for n in mistyped
+        }
+        return
     again = FlowSpec.from_json(text)
     assert again == spec
     assert again.to_json() == text
-    assert json.loads(text) == spec.to_dict()
 
 
 @settings(max_examples=100)

@@ -562,3 +562,51 @@ def test_json_that_does_not_parse_is_an_invalid_spec():
         FlowSpec.from_json("{not json")
     assert info.value.issues[0].rule == "invalid-spec"
     assert "line 1" in info.value.issues[0].message
+
+
+# -- size limits (issue 10, item 8) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nb_tasks", "valid"),
+    [(10_000, True), (10_001, False), (10**7, False), (10**5000, False)],
+    ids=["at-the-limit", "one-over", "ten-million", "5001-digits"],
+)
+def test_nb_tasks_is_limited_to_ten_thousand_replicas_per_node(nb_tasks, valid):
+    spec = spec_of(
+        NodeSpec("src", "producer"),
+        NodeSpec("det", "processor", ("src",), nb_tasks=nb_tasks),
+        NodeSpec("out", "consumer", ("det",)),
+    )
+    errors = [i for i in validate(spec) if i.is_error]
+    assert (errors == []) is valid
+    if not valid:
+        assert [(i.rule, i.node) for i in errors] == [("invalid-parameter", "det")]
+        assert "over the limit of 10000 replicas per node" in errors[0].message
+        with pytest.raises(InvalidFlowError):
+            Proc(name="det", nb_tasks=nb_tasks)
+
+
+def test_flow_too_large_is_reported_by_validate_and_raised_by_explain_and_gpu_demand():
+    from vfcore import explain, gpu_demand
+
+    def flow(replicas):
+        dets = [
+            NodeSpec(f"d{i}", "processor", ("src",), nb_tasks=replicas, device_type="gpu")
+            for i in range(10)
+        ]
+        return spec_of(
+            NodeSpec("src", "producer"),
+            *dets,
+            NodeSpec("out", "consumer", tuple(d.name for d in dets)),
+        )
+
+    at_limit = flow(9_999)  # 99,990 + producer + consumer = 99,992 pods: fine
+    assert [i for i in validate(at_limit) if i.is_error] == []
+    assert gpu_demand(at_limit).total == (("nvidia.com/gpu", 99_990),)
+    over = flow(10_000)  # 100,002 pods
+    assert rules_of(validate(over)) == [("flow-too-large", None)]
+    for call in (explain, gpu_demand, require_valid):
+        with pytest.raises(InvalidFlowError) as info:
+            call(over)
+        assert info.value.issues[0].rule == "flow-too-large"

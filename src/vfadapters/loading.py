@@ -20,7 +20,7 @@ from types import ModuleType
 
 from vfcore import Flow, FlowSpec, InvalidFlowError, InvalidInputError
 
-__all__ = ["load_flow", "split_target"]
+__all__ = ["import_file", "load_flow", "split_target"]
 
 
 def split_target(target: str) -> tuple[Path, str | None]:
@@ -36,7 +36,13 @@ def _where(exc: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
-def _import_file(path: Path) -> ModuleType:
+def import_file(path: Path) -> ModuleType:
+    """Import a flow file under a name unique to its absolute path (``_vf_flow_<stem>_<hash>``).
+
+    The same file gets the same module name in every process, so the local
+    executor's workers find the classes a flow file defines by importing it
+    again. Errors are :class:`InvalidInputError` (``flow-file-raised``, ...).
+    """
     resolved = path.resolve()
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     module_name = f"_vf_flow_{resolved.stem}_{digest}"
@@ -107,7 +113,7 @@ def load_flow(target: str) -> Flow | FlowSpec:
             ) from None
         return FlowSpec.from_json(text)
 
-    module = _import_file(path)
+    module = import_file(path)
     candidates = sorted(
         name
         for name, value in vars(module).items()

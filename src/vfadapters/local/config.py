@@ -8,14 +8,14 @@ autoscaling may open later, is created up front and named in its config.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from vfadapters.local.ring import RingHandle
 from vfcore import JoinPolicy, NodeSpec
+from vfcore.routing.partition import Strategy
+from vfcore.runtime.layout import Routing
 
-__all__ = ["CTL", "SLOT", "EdgeOut", "WorkerConfig"]
-
-Routing = Literal["single", "competing", "partitioned"]
+__all__ = ["CTL", "SLOT", "EdgeOut", "WorkerConfig", "slot_base"]
 
 
 class CTL:
@@ -54,13 +54,18 @@ def slot_base(slot: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EdgeOut:
-    """One output edge of a node, as its writers see it."""
+    """One output edge of a node, as its writers see it (laid out by :class:`vfcore.runtime.EdgeLayout`).
+
+    ``partitioned``: a message goes to ring ``vfcore.owner_of(child_spec, ...,
+    strategy=strategy)``; otherwise to ring 0.
+    """
 
     child: str
     child_spec: NodeSpec
     routing: Routing
-    rings: tuple[RingHandle, ...]  # one per replica slot of the child
+    rings: tuple[RingHandle, ...]  # one, or one per owner when partitioned
     slots: tuple[int, ...]  # the control slot of each child replica slot
+    strategy: Strategy = "modulo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,8 @@ class WorkerConfig:
     control: str  # control segment name
     node: str
     replica: int
+    pod: str  # "<node>/<replica>" (vfcore.pod_name, laid out by vfcore.runtime.local_layout)
+    replicas: int  # the node's replica count as laid out (ctx.replicas)
     slot: int
     spec: NodeSpec
     flow_type: str

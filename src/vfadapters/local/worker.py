@@ -40,6 +40,7 @@ from vfadapters.local.codec import decode, encode
 from vfadapters.local.config import CTL, SLOT, EdgeOut, WorkerConfig, slot_base
 from vfadapters.local.ring import Claim, Ring, StopWaiting, record_size
 from vfadapters.local.shm import Segment
+from vfcore import owner_of
 
 __all__ = ["Context", "worker_main"]
 
@@ -208,27 +209,23 @@ class _Edge:
         "child",
         "cost_field",
         "limit",
-        "n",
-        "partition_field",
         "rings",
         "routing",
         "sizes",
         "spec",
+        "strategy",
     )
 
     def __init__(self, edge: EdgeOut) -> None:
-        from vfcore import effective_replicas
-
         self.child = edge.child
         self.spec = edge.child_spec
         self.routing = edge.routing
         self.rings = [Ring.attach(h) for h in edge.rings]  # one, or one per owner
         self.cost_field = slot_base(edge.slots[0]) + SLOT.COST_NS
-        self.n = effective_replicas(edge.child_spec)
+        self.strategy = edge.strategy
         self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in self.rings]
         self.sizes = [0] * len(self.rings)
         self.limit = 8  # until the child has measured what one message costs it
-        self.partition_field = edge.child_spec.partition_by
 
 
 class _Worker:
@@ -238,7 +235,7 @@ class _Worker:
         self.ppid = os.getppid()
         self.realtime = cfg.flow_type == "realtime"
         self._dead_fd: int | None = None
-        self.name = f"{cfg.node}/{cfg.replica}"
+        self.name = cfg.pod
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -290,12 +287,10 @@ class _Worker:
         self.inputs = [Ring.attach(h) for _, h in cfg.inputs]
         self.parents = tuple(p for p, _ in cfg.inputs)
         self.edges = [_Edge(e) for e in cfg.outputs]
-        from vfcore import effective_replicas
-
         self.ctx = Context(
             cfg.node,
             cfg.replica,
-            effective_replicas(cfg.spec),
+            cfg.replicas,
             cfg.device,
             cfg.devices,
             self.logger,
@@ -342,10 +337,10 @@ class _Worker:
         if self.cfg.preload:
             from pathlib import Path
 
-            from vfadapters.loading import _import_file
+            from vfadapters.loading import import_file
 
             for path in self.cfg.preload:
-                _import_file(Path(path))
+                import_file(Path(path))
         return pickle.loads(self.cfg.node_blob)
 
     def fail(self, phase: str, exc: BaseException) -> None:
@@ -485,12 +480,10 @@ class _Worker:
 
     @staticmethod
     def owner(edge: _Edge, trace_id: str, meta: Any) -> int:
-        from vfcore import partition_key, partition_of
-
-        if edge.partition_field == "trace_id":
-            return partition_of(trace_id, edge.n)
-        key = partition_key(edge.spec, trace_id=trace_id, metadata=meta or _EMPTY)
-        return partition_of(key, edge.n)
+        """The child replica that owns a message: :func:`vfcore.owner_of`, nothing else."""
+        return owner_of(
+            edge.spec, trace_id=trace_id, metadata=meta or _EMPTY, strategy=edge.strategy
+        )
 
     def flush_all(self) -> None:
         for edge in self.edges:

@@ -217,7 +217,7 @@ class EdgeLayout:
     """One edge ``parent → child`` and how it routes to the child's replicas.
 
     ``owners``: the child's input buffers on this edge. ``partitioned`` edges
-    carry the child's ``partition_by`` and the ``strategy``; a writer finds a
+    carry the child's ``partition_by``; ``strategy`` is the run's; a writer finds a
     message's buffer with ``vfcore.owner_of(child_spec, trace_id=...,
     metadata=..., strategy=strategy)``, which is below ``owners`` because the
     child's ``owners`` is its :func:`vfcore.effective_replicas`.
@@ -228,7 +228,7 @@ class EdgeLayout:
     routing: Routing
     owners: int
     partition_by: str | None = None
-    strategy: Strategy | None = None
+    strategy: Strategy = "modulo"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -401,4 +401,4 @@ def _edge_layout(
             parent, child.name, "partitioned", layout.owners, child.partition_by, strategy
         )
     routing: Routing = "competing" if layout.max_replicas > 1 else "single"
-    return EdgeLayout(parent, child.name, routing, 1)
+    return EdgeLayout(parent, child.name, routing, 1, strategy=strategy)

@@ -1,0 +1,383 @@
+"""Supervision of a local run: start, watch, restart and stop the replica processes.
+
+:class:`Supervisor` starts one process per replica (consumers first), restarts
+a replica that dies (its in-flight messages are redelivered), closes a node's
+output rings once all its replicas finished (that is how end of stream
+travels), and stops on SIGINT/SIGTERM with a bounded drain. Its :meth:`loop`
+runs the run and calls the progress and autoscaling ticks between events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vfadapters.local.config import CTL, SLOT, slot_base
+from vfadapters.local.ring import Ring
+from vfadapters.local.state import Replica, RunState
+
+__all__ = ["CLOSE_GRACE_S", "MAX_RESTARTS", "Supervisor", "install_forkserver", "signals_ignored"]
+
+#: How many times one replica is restarted after dying before the run fails.
+MAX_RESTARTS = 3
+#: After a forced stop, how long workers get to call close() before SIGKILL.
+CLOSE_GRACE_S = 2.0
+
+Tick = Callable[[float], None]
+
+
+def install_forkserver(method: str) -> Any:
+    """The multiprocessing context workers start from (the fork server started, signal-proof)."""
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["__main__", "numpy", "vfcore", "vfadapters.local.worker"])
+        from multiprocessing import forkserver
+
+        # started with SIGINT and SIGTERM ignored (an ignored signal stays ignored
+        # across exec and fork), so that neither the fork server nor any worker it
+        # forks dies of a signal sent to the whole process group (Ctrl-C, `timeout`,
+        # systemd, Kubernetes, CI cancellation): the coordinator alone decides how
+        # to stop. (The fork server dying would take every worker with it: their
+        # parent-death signal.)
+        with signals_ignored(signal.SIGINT, signal.SIGTERM):
+            forkserver.ensure_running()
+    return ctx
+
+
+@contextlib.contextmanager
+def signals_ignored(*signums: int) -> Any:
+    """Ignore ``signums`` while a process is started (it inherits SIG_IGN), losing none.
+
+    The signals are blocked first; one that arrives while they are ignored stays
+    pending (Linux never discards a blocked signal) and is delivered when the
+    old handlers are back; one already pending is re-raised then.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = set(signums)
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    pending = signal.sigpending() & sigs  # setting SIG_IGN would discard these
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sorted(sigs)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in sorted(pending):
+            signal.raise_signal(sig)  # still blocked: delivered on the unblock below
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+
+
+class Supervisor:
+    """The replica processes of one run, and how the run ends (see the module docstring)."""
+
+    def __init__(self, state: RunState, ctx: Any) -> None:
+        self.state = state
+        self.mp = ctx
+        self.failed = False
+        self.error: str | None = None
+        self.aborting = False
+        self.stop_requests = 0
+        self.stop_signal: str | None = None  # the first signal that asked to stop
+        self.stop_info: dict[str, Any] | None = None
+
+    def fail(self, error: str, detail: str = "") -> None:
+        """The run fails (the first failure is the one reported)."""
+        self.failed = True
+        self.error = error
+        self.state.voice.say(logging.ERROR, f"error: {error}{detail}")
+
+    # -- processes ------------------------------------------------------------------------
+
+    def start_replica(self, rep: Replica) -> None:
+        from vfadapters.local.worker import worker_main
+
+        reader, writer = self.mp.Pipe(duplex=False)
+        proc = self.mp.Process(target=worker_main, args=(rep.cfg, writer), name=f"vf:{rep.pod}")
+        try:
+            if self.state.opts.start_method == "spawn":
+                # a spawned worker is exec'd from this process: it inherits SIG_IGN,
+                # so a signal to the group cannot kill it before worker_main ignores it
+                with signals_ignored(signal.SIGINT, signal.SIGTERM):
+                    proc.start()
+            else:
+                proc.start()  # forked by the fork server, which ignores both already
+        except (OSError, EOFError) as exc:  # e.g. the fork server was killed
+            writer.close()
+            reader.close()
+            rep.state = "failed"
+            if not self.failed:
+                self.fail(
+                    f"{rep.pod}: could not start its worker process: {type(exc).__name__}: {exc}"
+                )
+            return
+        writer.close()
+        rep.proc = proc
+        rep.conn = reader
+        rep.state = "starting"
+        rep.pids.append(proc.pid)
+        self.state.ctl[slot_base(rep.slot) + SLOT.ACTIVE] = 1
+
+    def start_all(self) -> None:
+        """Start each node's ``min_replicas``, consumers first (their rings are read at once)."""
+        state = self.state
+        for node in state.nodes.values():
+            node.active = node.layout.min_replicas
+            node.peak = node.layout.min_replicas
+        for node in reversed(list(state.nodes.values())):
+            for r in range(node.layout.min_replicas):
+                self.start_replica(state.replicas[node.slots[r]])
+
+    def live_replicas(self) -> list[Replica]:
+        return [rep for rep in self.state.replicas.values() if rep.proc is not None]
+
+    def drain_events(self, rep: Replica) -> None:
+        conn = rep.conn
+        if conn is None:
+            return
+        try:
+            while conn.poll():
+                self.on_event(rep, conn.recv())
+        except (EOFError, OSError):
+            pass
+
+    def on_event(self, rep: Replica, event: tuple[Any, ...]) -> None:
+        kind = event[0]
+        if kind == "opened":
+            rep.state = "running"
+        elif kind == "done":
+            rep.state = "done"
+        elif kind == "aborted":
+            rep.state = "aborted"
+        elif kind == "log":
+            self.state.voice.say(event[1], event[2])
+        elif kind == "failed":
+            _, phase, message, tb = event
+            rep.state = "failed"
+            if not self.failed:
+                what = {
+                    "open": "open() raised",
+                    "next": "next() raised",
+                    "build": "could not be rebuilt in its worker:",
+                    "run": "failed:",
+                    "close": "close() raised",
+                }[phase]
+                error = f"{rep.pod}: {what} {message}"
+                if phase == "build" and "Can't get attribute" in message:
+                    error += (
+                        " (node classes must be importable by the worker: define them in a "
+                        "module or a flow file, not in an interactive session)"
+                    )
+                self.fail(error, f"\n{tb.rstrip()}")
+
+    def on_exit(self, rep: Replica) -> None:
+        state = self.state
+        self.drain_events(rep)
+        proc = rep.proc
+        proc.join(0.5)
+        code = proc.exitcode
+        if rep.conn is not None:
+            rep.conn.close()
+        rep.proc = None
+        rep.conn = None
+        if rep.state in ("done", "aborted", "failed"):
+            return
+        if self.aborting or self.failed:
+            rep.state = "aborted"
+            return
+        node = state.nodes[rep.node]
+        pod = rep.pod
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if node.spec.is_producer:
+            self.fail(
+                f"{pod}: the producer died ({how}); a producer's position "
+                "cannot be recovered, so the run stops"
+            )
+            rep.state = "failed"
+            return
+        if rep.restarts >= MAX_RESTARTS:
+            self.fail(f"{pod} died {rep.restarts + 1} times (last: {how})")
+            rep.state = "failed"
+            return
+        rep.restarts += 1
+        state.voice.warn(
+            f"{pod} died ({how}); restarting it "
+            f"({rep.restarts}/{MAX_RESTARTS}): its in-flight messages are redelivered"
+        )
+        for ring in self.rings_of(rep):
+            if ring.recover_lock():
+                state.voice.warn(f"released a lock {pod} held when it died")
+        returned = sum(ring.redeliver(rep.index) for ring in node.inputs_of(rep.index))
+        if returned:
+            state.voice.say(
+                logging.WARNING,
+                f"{pod}: {returned} in-flight message(s) returned for redelivery",
+            )
+        self.start_replica(rep)
+
+    def rings_of(self, rep: Replica) -> list[Ring]:
+        """Every ring a replica reads or writes (to recover a lock it died holding)."""
+        state = self.state
+        out = state.nodes[rep.node].inputs_of(rep.index)
+        for child in state.children[rep.node]:
+            out.extend(state.rings[(rep.node, child)])
+        return out
+
+    # -- end of stream -----------------------------------------------------------------------
+
+    def check_completion(self) -> bool:
+        """Mark nodes whose replicas all finished complete and close their output rings."""
+        state = self.state
+        changed = True
+        while changed:
+            changed = False
+            for node in state.nodes.values():
+                if node.complete:
+                    continue
+                reps = [state.replicas[s] for s in node.slots]
+                if any(rep.proc is not None for rep in reps):
+                    continue
+                if not any(rep.state == "done" for rep in reps):
+                    continue
+                node.complete = True
+                changed = True
+                for child in state.children[node.name]:
+                    for ring in state.rings[(node.name, child)]:
+                        ring.set_closed(True)
+        return all(node.complete for node in state.nodes.values())
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        self.stop_requests += 1
+        if self.stop_signal is None:
+            self.stop_signal = signal.Signals(signum).name
+        if self.stop_requests >= 2:
+            self.state.ctl[CTL.ABORT] = 1
+
+    def abort(self) -> None:
+        """Ask every worker to stop now."""
+        self.state.ctl[CTL.ABORT] = 1
+
+    def kill_all(self) -> None:
+        for rep in self.live_replicas():
+            with contextlib.suppress(OSError, ValueError):
+                rep.proc.kill()
+        for rep in self.live_replicas():
+            rep.proc.join(2.0)
+            self.drain_events(rep)
+            if rep.conn is not None:
+                rep.conn.close()
+            if rep.state not in ("done", "failed"):
+                rep.state = "aborted"
+            rep.proc = None
+            rep.conn = None
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def loop(self, progress: Tick, autoscale: Tick | None) -> str:
+        """Run until the flow completes, fails or is stopped; its status.
+
+        ``progress`` is called every 0.5 s; ``autoscale`` (when autoscaling is on)
+        every ``scale_interval_s`` until a stop is requested.
+        """
+        state = self.state
+        opts = state.opts
+        ctl = state.ctl
+        say = state.voice.say
+        self.aborting = False
+        drain_deadline = math.inf
+        abort_deadline = math.inf
+        stop_at: float | None = None
+        next_progress = 0.0
+        next_scale = time.monotonic() + opts.scale_interval_s
+        while True:
+            waitables: list[Any] = []
+            by_key: dict[Any, Replica] = {}
+            for rep in self.live_replicas():
+                waitables.append(rep.conn)
+                waitables.append(rep.proc.sentinel)
+                by_key[rep.conn] = rep
+                by_key[rep.proc.sentinel] = rep
+            ready = mpc.wait(waitables, timeout=0.1) if waitables else []
+            exited: list[Replica] = []
+            for key in ready:
+                rep = by_key[key]
+                if key is rep.conn:
+                    self.drain_events(rep)
+                elif rep not in exited:
+                    exited.append(rep)
+            for rep in exited:
+                if rep.proc is not None:
+                    self.on_exit(rep)
+            now = time.monotonic()
+            if self.failed:
+                if not self.aborting:
+                    self.aborting = True
+                    ctl[CTL.ABORT] = 1
+                    abort_deadline = now + CLOSE_GRACE_S
+                if not self.live_replicas() or now > abort_deadline:
+                    self.kill_all()
+                    return "failed"
+            elif self.check_completion():
+                return "stopped" if self.stop_requests else "completed"
+            if self.stop_requests and stop_at is None:
+                stop_at = now
+                ctl[CTL.STOP_PRODUCERS] = 1
+                drain_deadline = now + opts.drain_timeout_s
+                say(
+                    logging.WARNING,
+                    f"stopping ({self.stop_signal or 'requested'}): producers stopped, draining "
+                    f"in-flight work for up to {opts.drain_timeout_s:g} s (Ctrl-C again to stop "
+                    "at once)",
+                )
+            if self.stop_requests >= 2:
+                self.stop_info = {
+                    "how": "immediate",
+                    "after_s": round(now - (stop_at or now), 3),
+                }
+                self.kill_all()
+                return "stopped"
+            if stop_at is not None and not self.aborting and now > drain_deadline:
+                self.aborting = True
+                ctl[CTL.ABORT] = 1
+                abort_deadline = now + CLOSE_GRACE_S
+                state.voice.warn(
+                    f"drain did not finish within {opts.drain_timeout_s:g} s: stopping every "
+                    "node now (what is still queued is not delivered)"
+                )
+            if (
+                self.aborting
+                and not self.failed
+                and (not self.live_replicas() or now > abort_deadline)
+            ):
+                self.kill_all()
+                self.stop_info = {
+                    "how": "drain-timeout",
+                    "after_s": round(now - (stop_at or now), 3),
+                }
+                return "stopped"
+            if now >= next_progress:
+                progress(now)
+                next_progress = now + 0.5
+            if autoscale is not None and now >= next_scale and not self.stop_requests:
+                autoscale(now)
+                next_scale = now + opts.scale_interval_s
+
+    def stop_document(self, status: str) -> dict[str, Any] | None:
+        """How the run stopped (``summary.stop``), naming the signal that asked."""
+        stop = self.stop_info
+        if status == "stopped" and stop is None:
+            stop = {"how": "drained"}
+        if stop is not None and self.stop_signal is not None:
+            stop = {**stop, "signal": self.stop_signal}
+        return stop

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from vfcore.cluster import NodeState
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.fit import eligibility_reasons
+from vfcore.placement.fit import free_units, static_reasons
 from vfcore.quantity import PODS
 
 __all__ = [
@@ -45,14 +45,9 @@ __all__ = [
     "check_placement",
     "first_fit_decreasing",
     "pack",
-    "sharing_reason",
-    "static_reasons",
 ]
 
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_RUN"]
-SHARED_POOL = (
-    "node(s) share GPUs by {sharing}: a pod needing {units} {resource} gets no whole cards"
-)
 VRAM_SHORT = "Insufficient GPU memory (VRAM) on every card"
 
 
@@ -168,41 +163,6 @@ class PackingResult:
         return len({n for _, n in self.assignments})
 
 
-# -- eligibility beyond kube-scheduler's filters ---------------------------------------
-
-
-def sharing_reason(pod: PodRequest, node: NodeState) -> str | None:
-    """A GPU-sharing pool (time-slicing or MPS) cannot serve a pod that needs > 1 card.
-
-    The device plugin advertises ``replicas`` units per card there; asking for 2
-    gives two references to possibly the same card, or is refused at kubelet
-    admission (``failRequestsGreaterThanOne``), never two whole cards.
-    """
-    gpu = node.gpu
-    if gpu is None or gpu.sharing == "none":
-        return None
-    for resource, units in pod.requests:
-        if units > 1 and (resource == "nvidia.com/gpu" or resource.startswith("nvidia.com/mig-")):
-            return SHARED_POOL.format(sharing=gpu.sharing, units=units, resource=resource)
-    return None
-
-
-def static_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
-    """Why ``pod`` can never go on ``node``, whatever is bound there (empty: it could).
-
-    The eligibility filters (:func:`vfcore.placement.fit.eligibility_reasons`),
-    the sharing rule (:func:`sharing_reason`) and, for a ``shared`` slice, the
-    GPU memory facts it is sized by.
-    """
-    reasons = eligibility_reasons(pod, node)
-    shared = sharing_reason(pod, node)
-    if pod.slice == "shared" and (
-        node.gpu is None or not node.gpu.memory_mib or not node.gpu.count
-    ):
-        reasons = (*reasons, "node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)")
-    return (*reasons, shared) if shared else reasons
-
-
 # -- the shapes ---------------------------------------------------------------------------
 
 
@@ -266,14 +226,14 @@ def _shapes(pods: Sequence[PodRequest]) -> list[_Shape]:
 def _nodes(nodes: Sequence[NodeState]) -> list[_Node]:
     out = []
     for i, n in enumerate(nodes):
-        free = {r: n.allocatable_of(r) - (n.requested_of(r) or 0) for r, _ in n.allocatable}
+        free = {r: free_units(n, r) for r, _ in n.allocatable}
         gpu = n.gpu
         out.append(
             _Node(
                 index=i,
                 state=n,
                 free=free,
-                free_pods=n.allocatable_of(PODS) - (n.requested_of(PODS) or 0),
+                free_pods=free_units(n, PODS),
                 cards=(gpu.count or 0) if gpu else 0,
                 card_mib=(gpu.memory_mib or 0) if gpu else 0,
             )
@@ -966,7 +926,7 @@ def check_placement(
     for node_name, used in sorted(load.items()):
         node = node_by_name[node_name]
         for r, u in sorted(used.items()):
-            free = node.allocatable_of(r) - (node.requested_of(r) or 0)
+            free = free_units(node, r)
             if u > free:
                 problems.append(f"{node_name}: {r} over capacity ({u} requested > {free} free)")
     for (node_name, card), mib in sorted(card_load.items()):

@@ -18,13 +18,20 @@ nvidia.com/gpu on one host, or adding a node shaped like either, would fix it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
 from vfcore.placement.claims import PodRequest, pod_requests
-from vfcore.placement.fit import summarise
+from vfcore.placement.fit import (
+    FitReason,
+    could_ever_hold,
+    distinct_reasons,
+    reasons_on,
+    shortfalls,
+    summarise,
+)
 from vfcore.placement.packing import (
     ExtraReasons,
     PackingResult,
@@ -32,7 +39,6 @@ from vfcore.placement.packing import (
     SolverReport,
     check_placement,
     pack,
-    static_reasons,
 )
 from vfcore.quantity import PODS, format_quantity
 from vfcore.validate import check_gpu_mode, require_valid, to_spec
@@ -77,7 +83,7 @@ class Unplaced:
     pod: str
     kind: Literal["unresolvable", "unschedulable", "unplanned", "unknown"]
     summary: str
-    reasons: tuple[str, ...]
+    reasons: tuple[FitReason, ...]
     fix: str | None
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,7 +91,7 @@ class Unplaced:
             "pod": self.pod,
             "kind": self.kind,
             "summary": self.summary,
-            "reasons": list(self.reasons),
+            "reasons": [r.message for r in self.reasons],
             "fix": self.fix,
         }
 
@@ -655,27 +661,6 @@ def _placed_load(
     return load
 
 
-def _reasons_on(pod: PodRequest, node: NodeState, extra: Mapping[str, int]) -> tuple[str, ...]:
-    static = static_reasons(pod, node)
-    if static:
-        return static
-    out = []
-    used_pods = (node.requested_of(PODS) or 0) + extra.get(PODS, 0)
-    if used_pods + 1 > node.allocatable_of(PODS):
-        out.append("Too many pods")
-    for r, u in pod.requests:
-        free = node.allocatable_of(r) - (node.requested_of(r) or 0) - extra.get(r, 0)
-        if u > free:
-            out.append(f"Insufficient {r}")
-    return tuple(out)
-
-
-def _could_ever_hold(pod: PodRequest, node: NodeState) -> bool:
-    if static_reasons(pod, node):
-        return False
-    return all(node.allocatable_of(r) >= u for r, u in pod.requests)
-
-
 def _explain_unplaced(
     pods: Sequence[PodRequest],
     cluster: ClusterSnapshot,
@@ -697,8 +682,8 @@ def _explain_unplaced(
     out = []
     for name in result.unplaced:
         pod = by_name[name]
-        per_node = [_reasons_on(pod, n, load.get(n.name, {})) for n in considered]
-        ever = any(_could_ever_hold(pod, n) for n in [*cluster.nodes, *considered])
+        per_node = [reasons_on(pod, n, load.get(n.name, {})) for n in considered]
+        ever = any(could_ever_hold(pod, n) for n in [*cluster.nodes, *considered])
         fix = None if ever else _unresolvable_fix(pod, cluster)
         if ever:
             fix = _free_on_one_host(pod, readable, load)
@@ -707,7 +692,7 @@ def _explain_unplaced(
             "unschedulable" if ever else "unresolvable"
         )
         hopeful = [
-            n.name for n in unknown_nodes if n not in considered and _could_ever_hold(pod, n)
+            n.name for n in unknown_nodes if n not in considered and could_ever_hold(pod, n)
         ] + list(unbounded)
         if hopeful:
             kind = "unknown"
@@ -718,7 +703,7 @@ def _explain_unplaced(
                 pod=name,
                 kind=kind,
                 summary=summary,
-                reasons=tuple(sorted({r for rs in per_node for r in rs})),
+                reasons=distinct_reasons(per_node),
                 fix=fix,
             )
         )
@@ -744,19 +729,16 @@ def _free_on_one_host(
 ) -> str | None:
     best: tuple[tuple[int, int], str, list[str]] | None = None
     for node in nodes:
-        if not _could_ever_hold(pod, node):
+        if not could_ever_hold(pod, node):
             continue
-        extra = load.get(node.name, {})
-        needs: list[str] = []
-        total = 0
-        for r, u in pod.requests:
-            free = node.allocatable_of(r) - (node.requested_of(r) or 0) - extra.get(r, 0)
-            if u > free:
-                needs.append(f"{format_quantity(r, u - free)} {r}")
-                total += u - free
-        used_pods = (node.requested_of(PODS) or 0) + extra.get(PODS, 0)
-        if used_pods + 1 > node.allocatable_of(PODS):
-            needs.append("1 pod slot")
+        short = shortfalls(pod, node, load.get(node.name, {}))
+        needs = [
+            f"{format_quantity(s.resource, s.short)} {s.resource}"
+            for s in short
+            if s.resource != PODS
+        ]
+        total = sum(s.short for s in short if s.resource != PODS)
+        needs += ["1 pod slot" for s in short if s.resource == PODS]
         key = (len(needs), total)
         if best is None or key < best[0]:
             best = (key, node.name, needs)
@@ -778,7 +760,7 @@ def _smallest_fix(
     unplaced = [p for p in pods if p.pod in set(result.unplaced)]
     if not unplaced:
         return None
-    could_hold = _could_ever_hold
+    could_hold: Callable[[PodRequest, NodeState], bool] = could_ever_hold
     solve = _solve_mix if mix else _solve_plain
     if mix:
         from vfcore.placement.mig import could_host

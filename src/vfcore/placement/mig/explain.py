@@ -7,7 +7,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.fit import summarise
+from vfcore.placement.fit import (
+    FitReason,
+    Ineligible,
+    distinct_reasons,
+    free_units,
+    shortfalls,
+    static_reasons,
+    summarise,
+)
 from vfcore.placement.mig.catalogue import GIB, GPU_RESOURCE, MIG_FAMILIES, MIG_RESOURCE_PREFIX
 from vfcore.placement.mig.choice import choice_for_mib
 from vfcore.placement.mig.hosts import (
@@ -21,9 +29,6 @@ from vfcore.placement.mig.hosts import (
 )
 from vfcore.placement.mig.model import MixContext
 from vfcore.placement.mig.results import MigIssue, MigPlan, MigUnplaced
-from vfcore.placement.packing import (
-    static_reasons,
-)
 from vfcore.quantity import PODS
 
 __all__ = ["advertisable", "mix_issues"]
@@ -61,7 +66,7 @@ def explain_unplaced(
                 pod=name,
                 kind="unschedulable" if ever else "unresolvable",
                 summary=summarise(name, len(hosts), per_node),
-                reasons=tuple(sorted({r for rs in per_node for r in rs})),
+                reasons=distinct_reasons(per_node),
                 fix=fix,
             )
         )
@@ -74,43 +79,36 @@ def _reasons(
     realised: NodeState,
     extra: Mapping[str, int],
     profile_of: Mapping[str, str],
-) -> tuple[tuple[str, ...], bool]:
+) -> tuple[tuple[FitReason, ...], bool]:
     """Why ``pod`` is not on ``host`` now, and whether the host could ever hold it."""
     static = static_reasons(pod, host.state)
     if static:
-        return static, False
-    reasons: list[str] = []
+        return tuple(Ineligible(r) for r in static), False
+    reasons: list[FitReason] = []
     if pod.slice == "mig":
         if not host.hosts_mig or host.family is None:
-            return (host.mig_reason or NO_GPU,), False
+            return (Ineligible(host.mig_reason or NO_GPU),), False
         demand = pod.gpu_memory_mib or 0
         choice = choice_for_mib(host.family, demand)
         if choice.profile is None:
             return (
-                f"node(s) had no MIG profile with {demand / GIB:g} GiB usable "
-                f"(largest: {choice.largest.name}, {choice.largest.usable_gib:g} GiB)",
+                Ineligible(
+                    f"node(s) had no MIG profile with {demand / GIB:g} GiB usable "
+                    f"(largest: {choice.largest.name}, {choice.largest.usable_gib:g} GiB)"
+                ),
             ), False
         p = profile_of.get(pod.node)
         if p is not None and not covers(host.family, p, demand):
-            reasons.append(f"node(s) had no {p} with {demand / GIB:g} GiB usable")
-        elif not host.touchable and p is not None:
-            resource = MIG_RESOURCE_PREFIX + p
-            free = (
-                realised.allocatable_of(resource)
-                - (realised.requested_of(resource) or 0)
-                - extra.get(resource, 0)
-            )
-            if free < 1:
-                reasons.append("node(s) had cards in use (not re-partitioned)")
+            reasons.append(Ineligible(f"node(s) had no {p} with {demand / GIB:g} GiB usable"))
+        elif (
+            not host.touchable
+            and p is not None
+            and free_units(realised, MIG_RESOURCE_PREFIX + p, extra) < 1
+        ):
+            reasons.append(Ineligible("node(s) had cards in use (not re-partitioned)"))
     elif not host.whole_ok and pod.request(GPU_RESOURCE):
-        return (host.whole_reason or SINGLE_STRATEGY,), False
-    used_pods = (realised.requested_of(PODS) or 0) + extra.get(PODS, 0)
-    if used_pods + 1 > realised.allocatable_of(PODS):
-        reasons.append("Too many pods")
-    for r, u in pod.requests:
-        free = realised.allocatable_of(r) - (realised.requested_of(r) or 0) - extra.get(r, 0)
-        if u > free:
-            reasons.append(f"Insufficient {r}")
+        return (Ineligible(host.whole_reason or SINGLE_STRATEGY),), False
+    reasons += shortfalls(pod, realised, extra)
     return tuple(reasons), could_host(pod, host.state)
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.fit import could_ever_hold, free_units
 from vfcore.placement.mig.catalogue import (
     GIB,
     GPU_RESOURCE,
@@ -23,9 +24,6 @@ from vfcore.placement.mig.catalogue import (
 )
 from vfcore.placement.mig.choice import choice_for_mib
 from vfcore.placement.mig.layouts import LAYOUTS, Counts, counts_of
-from vfcore.placement.packing import (
-    static_reasons,
-)
 from vfcore.quantity import PODS
 
 __all__ = ["could_host", "mix_reasons"]
@@ -165,8 +163,8 @@ def analyse_host(index: int, node: NodeState, busy: BusyNodes = "keep") -> Host:
         touchable=False,
         touch_reason=None,
         cards=(gpu.count or 0) if gpu else 0,
-        free={r: node.allocatable_of(r) - (node.requested_of(r) or 0) for r, _ in node.allocatable},
-        free_pods=node.allocatable_of(PODS) - (node.requested_of(PODS) or 0),
+        free={r: free_units(node, r) for r, _ in node.allocatable},
+        free_pods=free_units(node, PODS),
     )
     if facts.hosts_mig and gpu is not None:
         advertised = {
@@ -282,22 +280,23 @@ def covers(family: MigFamily, profile: str, demand_mib: int) -> bool:
 
 
 def could_host(pod: PodRequest, node: NodeState) -> bool:
-    """Could ``node`` ever hold ``pod`` in mix mode (after any re-partitioning of idle cards)?"""
-    if static_reasons(pod, node):
-        return False
+    """Could ``node`` ever hold ``pod`` in mix mode (after any re-partitioning of idle cards)?
+
+    The fit rule's :func:`vfcore.placement.fit.could_ever_hold`, with what the
+    node could advertise once its idle cards are re-partitioned: a MIG pod's
+    slice when the node's family has a profile for it, and every card as
+    ``nvidia.com/gpu`` on a node whose cards may be re-partitioned.
+    """
     host = analyse_host(0, drained(node.as_empty()) if node.requested is None else drained(node))
+    capacity: dict[str, int] = {}
     if pod.slice == "mig":
         if not host.hosts_mig or host.family is None or not pod.gpu_memory_mib:
             return False
-        return choice_for_mib(host.family, pod.gpu_memory_mib).resolvable and all(
-            node.allocatable_of(r) >= u for r, u in pod.requests if not is_gpu_resource(r)
-        )
-    if not host.whole_ok and pod.request(GPU_RESOURCE):
-        return False
-    for r, u in pod.requests:
-        have = node.allocatable_of(r)
-        if r == GPU_RESOURCE and host.touchable:
-            have = max(have, host.cards)
-        if have < u:
+        if not choice_for_mib(host.family, pod.gpu_memory_mib).resolvable:
             return False
-    return True
+        capacity = {r: u for r, u in pod.requests if is_gpu_resource(r)}
+    elif not host.whole_ok and pod.request(GPU_RESOURCE):
+        return False
+    elif host.touchable:
+        capacity = {GPU_RESOURCE: max(node.allocatable_of(GPU_RESOURCE), host.cards)}
+    return could_ever_hold(pod, node, capacity)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vfcore.errors import InvalidInputError
+from vfcore.placement.fit import static_reasons
 from vfcore.placement.mig.catalogue import GPU_RESOURCE, MIG_FAMILIES, MIG_RESOURCE_PREFIX
 from vfcore.placement.mig.choice import choice_for_mib
 from vfcore.placement.mig.hosts import CardState, Host, PodGroup, covers, is_gpu_resource
@@ -23,7 +24,6 @@ from vfcore.placement.packing import (
     SolverConfig,
     SolverReport,
     Status,
-    static_reasons,
 )
 from vfcore.quantity import PODS
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.fit import FitReason
 from vfcore.placement.mig.choice import ProfileChoice
 from vfcore.placement.mig.config import mig_parted_yaml
 from vfcore.placement.mig.layouts import Counts, Placement, counts_of
@@ -228,7 +229,7 @@ class MigUnplaced:
     pod: str
     kind: Literal["unresolvable", "unschedulable"]
     summary: str
-    reasons: tuple[str, ...]
+    reasons: tuple[FitReason, ...]
     fix: str | None
 
 

@@ -1,0 +1,288 @@
+"""The fit rule's one home, vfcore.placement.fit: shortfalls with their numbers, free capacity
+(``NodeState.free_of``), and "could this node ever hold this pod"."""
+
+from __future__ import annotations
+
+import pytest
+
+from vfcore.cluster import GpuInfo, Taint, node
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.fit import (
+    NO_GPU_MEMORY_FACTS,
+    NOT_READY,
+    SELECTOR_MISMATCH,
+    TOO_MANY_PODS,
+    UNSCHEDULABLE,
+    Ineligible,
+    Insufficient,
+    could_ever_hold,
+    distinct_reasons,
+    free_units,
+    never_reasons,
+    reasons_on,
+    resource_reasons,
+    shortfalls,
+    summarise,
+)
+from vfcore.placement.plan import Unplaced
+
+GPU = "nvidia.com/gpu"
+GPU_LABEL = {"nvidia.com/gpu.present": "true"}
+
+
+def pod(
+    gpus: int = 0,
+    cpu: int = 0,
+    *,
+    selector: tuple[tuple[str, str], ...] = (),
+    slice_: str = "whole",
+    memory_mib: int | None = None,
+) -> PodRequest:
+    requests = tuple((r, u) for r, u in (("cpu", cpu), (GPU, gpus)) if u)
+    return PodRequest(
+        pod="p/0",
+        node="p",
+        replica=0,
+        requests=requests,
+        node_selector=selector,
+        tolerations=(GPU_TOLERATION,),
+        gpu_memory_mib=memory_mib,
+        slice=slice_,  # type: ignore[arg-type]
+    )
+
+
+# -- Insufficient: its message and numbers --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "free", "short"),
+    [
+        (Insufficient(GPU, 4, 6, 8), "Insufficient nvidia.com/gpu", 2, 2),
+        (Insufficient("cpu", 1500, 3000, 4000), "Insufficient cpu", 1000, 500),
+        (Insufficient("memory", 1, 8, 8), "Insufficient memory", 0, 1),
+        (Insufficient("pods", 1, 110, 110), TOO_MANY_PODS, 0, 1),
+        (Insufficient("example.com/fpga", 3, 0, 2), "Insufficient example.com/fpga", 2, 1),
+    ],
+)
+def test_insufficient_message_and_numbers(
+    reason: Insufficient, message: str, free: int, short: int
+) -> None:
+    assert reason.message == message
+    assert (reason.free, reason.short) == (free, short)
+    assert reason.to_dict()["message"] == message
+    assert reason.to_dict()["capacity"] == reason.capacity
+
+
+@pytest.mark.parametrize(
+    ("requested", "used", "want"),
+    [
+        (2, 2, ()),  # requested == free fits
+        (3, 2, (Insufficient(GPU, 3, 2, 4),)),  # one more does not
+        (4, 0, ()),
+        (5, 0, (Insufficient(GPU, 5, 0, 4),)),
+        (1, 4, (Insufficient(GPU, 1, 4, 4),)),
+    ],
+)
+def test_shortfall_edge_requested_equal_to_free_fits(
+    requested: int, used: int, want: tuple[Insufficient, ...]
+) -> None:
+    n = node("n", allocatable={GPU: 4}, requested={GPU: used} if used else None)
+    assert shortfalls(pod(requested), n) == want
+    assert resource_reasons(pod(requested), n) == tuple(s.message for s in want)
+
+
+@pytest.mark.parametrize(
+    ("bound", "extra", "want"),
+    [
+        (1, 0, ()),  # the third pod of three fits
+        (2, 0, (Insufficient("pods", 1, 2, 2),)),
+        (0, 2, (Insufficient("pods", 1, 2, 2),)),  # pods the caller placed count too
+        (1, 1, (Insufficient("pods", 1, 2, 2),)),
+    ],
+)
+def test_pod_limit_is_too_many_pods(bound: int, extra: int, want: tuple[Insufficient, ...]) -> None:
+    n = node("n", allocatable={"cpu": 4000, "pods": 2}, requested={"pods": bound})
+    found = shortfalls(pod(cpu=100), n, {"pods": extra})
+    assert found == want
+    assert [s.message for s in found] == [TOO_MANY_PODS] * len(want)
+
+
+def test_extra_counts_as_used_and_pod_limit_comes_first() -> None:
+    n = node("n", allocatable={GPU: 8, "cpu": 1000, "pods": 3}, requested={GPU: 2, "pods": 1})
+    found = shortfalls(pod(4, cpu=1000), n, {GPU: 3, "pods": 2})
+    assert found == (Insufficient("pods", 1, 3, 3), Insufficient(GPU, 4, 5, 8))
+    assert [s.message for s in found] == [TOO_MANY_PODS, "Insufficient nvidia.com/gpu"]
+
+
+# -- free capacity: NodeState.free_of and free_units -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requested", "unknown", "resource", "want"),
+    [
+        ({GPU: 3}, None, GPU, 5),
+        ({}, None, GPU, 8),
+        ({GPU: 8}, None, GPU, 0),  # known and full: zero
+        ({}, None, "example.com/fpga", 0),  # not advertised: zero, known
+        (None, "Forbidden", GPU, None),  # unknown occupancy: None, never 0
+        (None, "Forbidden", "cpu", None),
+    ],
+)
+def test_free_of(
+    requested: dict[str, int] | None, unknown: str | None, resource: str, want: int | None
+) -> None:
+    n = node("n", allocatable={GPU: 8, "cpu": 4000}, requested=requested, unknown_reason=unknown)
+    assert n.free_of(resource) == want
+
+
+def test_free_units_judges_unknown_occupancy_empty_and_subtracts_extra() -> None:
+    unknown = node("n", allocatable={GPU: 8}, unknown_reason="Forbidden")
+    assert unknown.free_of(GPU) is None
+    assert free_units(unknown, GPU) == 8  # the caller brackets the unknown
+    assert free_units(unknown, GPU, {GPU: 3}) == 5
+    known = node("k", allocatable={GPU: 8}, requested={GPU: 6})
+    assert free_units(known, GPU, {GPU: 3}) == -1
+
+
+# -- could this node ever hold this pod ------------------------------------------------------
+
+
+TAINTED = Taint("dedicated", "infra", "NoSchedule")
+CASES = [
+    ("idle, big enough", node("n", allocatable={GPU: 4}, labels=GPU_LABEL), pod(4), ()),
+    (
+        "busy: could, once freed",
+        node("n", allocatable={GPU: 4, "pods": 2}, requested={GPU: 4, "pods": 2}),
+        pod(4),
+        (),
+    ),
+    (
+        "unknown occupancy: could",
+        node("n", allocatable={GPU: 4}, unknown_reason="Forbidden"),
+        pod(4),
+        (),
+    ),
+    (
+        "capacity below the request",
+        node("n", allocatable={GPU: 2}),
+        pod(4),
+        (Insufficient(GPU, 4, 0, 2),),
+    ),
+    (
+        "untolerated taint",
+        node("n", allocatable={GPU: 4}, taints=[TAINTED]),
+        pod(1),
+        (Ineligible("node(s) had untolerated taint {dedicated: infra}"),),
+    ),
+    (
+        "selector mismatch",
+        node("n", allocatable={GPU: 4}),
+        pod(1, selector=(("nvidia.com/gpu.present", "true"),)),
+        (Ineligible(SELECTOR_MISMATCH),),
+    ),
+    ("not ready", node("n", allocatable={GPU: 4}, ready=False), pod(1), (Ineligible(NOT_READY),)),
+    (
+        "cordoned",
+        node("n", allocatable={GPU: 4}, unschedulable=True),
+        pod(1),
+        (Ineligible(UNSCHEDULABLE),),
+    ),
+    (
+        "shared slice, no GPU memory facts",
+        node("n", allocatable={GPU: 4}),
+        pod(1, slice_="shared", memory_mib=1024),
+        (Ineligible(NO_GPU_MEMORY_FACTS),),
+    ),
+    (
+        "time-sliced pool, two cards",
+        node(
+            "n",
+            allocatable={GPU: 16},
+            gpu=GpuInfo(count=4, memory_mib=81920, sharing="time-slicing", replicas=4),
+        ),
+        pod(2),
+        (
+            Ineligible(
+                "node(s) share GPUs by time-slicing: a pod needing 2 nvidia.com/gpu gets no "
+                "whole cards"
+            ),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "n", "p", "want"), CASES, ids=[c[0] for c in CASES])
+def test_could_ever_hold(case: str, n, p, want) -> None:  # type: ignore[no-untyped-def]
+    assert never_reasons(p, n) == want
+    assert could_ever_hold(p, n) is (not want)
+
+
+def test_capacity_override_is_what_the_node_could_advertise() -> None:
+    n = node("n", allocatable={GPU: 0, "cpu": 1000})
+    assert not could_ever_hold(pod(4), n)
+    assert could_ever_hold(pod(4), n, {GPU: 4})
+    assert never_reasons(pod(4, cpu=2000), n, {GPU: 4}) == (Insufficient("cpu", 2000, 0, 1000),)
+
+
+def test_reasons_on_gives_static_reasons_before_shortfalls() -> None:
+    full_and_cordoned = node("n", allocatable={GPU: 1}, requested={GPU: 1}, unschedulable=True)
+    assert reasons_on(pod(1), full_and_cordoned) == (Ineligible(UNSCHEDULABLE),)
+    full = node("n", allocatable={GPU: 1}, requested={GPU: 1})
+    assert reasons_on(pod(1), full) == (Insufficient(GPU, 1, 1, 1),)
+
+
+# -- many nodes: one line, one reason per message ----------------------------------------------
+
+
+def test_distinct_reasons_keep_the_nearest_miss_per_message() -> None:
+    per_node = [
+        (Insufficient(GPU, 4, 3, 4),),  # 3 short
+        (Insufficient(GPU, 4, 1, 4), Insufficient("pods", 1, 110, 110)),  # 1 short
+        (Ineligible(NOT_READY),),
+        (),
+    ]
+    assert distinct_reasons(per_node) == (
+        Insufficient(GPU, 4, 1, 4),
+        Insufficient("pods", 1, 110, 110),
+        Ineligible(NOT_READY),
+    )
+    assert summarise("p/0", 4, per_node) == (
+        "1/4 nodes fit p/0: 1 Too many pods, 1 node(s) were not ready, 2 Insufficient nvidia.com/gpu"
+    )
+    assert summarise("p/0", 4, [[r.message for r in rs] for rs in per_node]) == summarise(
+        "p/0", 4, per_node
+    )
+
+
+def test_unplaced_carries_objects_and_renders_messages() -> None:
+    u = Unplaced(
+        "p/0",
+        "unschedulable",
+        "0/2 nodes fit p/0: 2 Insufficient nvidia.com/gpu",
+        (Insufficient(GPU, 4, 1, 4), Ineligible(NOT_READY)),
+        None,
+    )
+    assert u.reasons[0].message == "Insufficient nvidia.com/gpu"
+    assert u.to_dict()["reasons"] == ["Insufficient nvidia.com/gpu", NOT_READY]
+
+
+def test_a_plan_explains_with_the_nearest_miss_and_its_numbers() -> None:
+    from vfcore.cluster import ClusterSnapshot
+    from vfcore.placement.packing import SolverConfig
+    from vfcore.placement.plan import plan_pods
+
+    nodes = (
+        node("a", allocatable={GPU: 4}, requested={GPU: 3}, labels=GPU_LABEL),
+        node("b", allocatable={GPU: 4}, requested={GPU: 1}, labels=GPU_LABEL),
+    )
+    result = plan_pods(
+        [pod(4)],
+        ClusterSnapshot(nodes=nodes),
+        solver=SolverConfig.deterministic(max_deterministic_time=5.0),
+        predict_scheduler=False,
+    )
+    (u,) = result.unplaced
+    assert u.summary == "0/2 nodes fit p/0: 2 Insufficient nvidia.com/gpu"
+    assert u.reasons == (Insufficient(GPU, 4, 1, 4),)  # b is one card short, a three
+    assert u.to_dict()["reasons"] == ["Insufficient nvidia.com/gpu"]
+    assert u.fix == "free 1 nvidia.com/gpu on b"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from hypothesis import event, given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from tests.property.strategies import valid_specs
@@ -69,7 +69,8 @@ def test_owner_of_always_names_an_existing_owner(
 ) -> None:
     layout = local_layout(spec, opts)
     partitioned = [e for e in layout.edges if e.routing == "partitioned"]
-    event(f"partitioned edges: {'some' if partitioned else 'none'}")
+    event(f"partitioned edges: {len(partitioned)}")
+    assume(partitioned)  # flows without one have no owner to check (about a third)
     for edge in partitioned:
         child = spec.node(edge.child)
         for trace_id in trace_ids:

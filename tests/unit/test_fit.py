@@ -286,3 +286,12 @@ def test_a_plan_explains_with_the_nearest_miss_and_its_numbers() -> None:
     assert u.reasons == (Insufficient(GPU, 4, 1, 4),)  # b is one card short, a three
     assert u.to_dict()["reasons"] == ["Insufficient nvidia.com/gpu"]
     assert u.fix == "free 1 nvidia.com/gpu on b"
+
+
+def test_used_units_is_bound_plus_extra_and_unknown_counts_as_empty() -> None:
+    from vfcore.placement.fit import used_units
+
+    assert used_units(node("k", allocatable={GPU: 8}, requested={GPU: 6}), GPU, {GPU: 1}) == 7
+    unknown = node("u", allocatable={GPU: 8}, unknown_reason="Forbidden")
+    assert used_units(unknown, GPU) == 0
+    assert used_units(unknown, GPU, {GPU: 2}) == 2

@@ -59,6 +59,7 @@ __all__ = [
     "shortfalls",
     "static_reasons",
     "summarise",
+    "used_units",
 ]
 
 NOT_READY = "node(s) were not ready"
@@ -202,11 +203,16 @@ def free_units(node: NodeState, resource: str, extra: Mapping[str, int] | None =
     return free - (extra or {}).get(resource, 0)
 
 
+def used_units(node: NodeState, resource: str, extra: Mapping[str, int] | None = None) -> int:
+    """Units of ``resource`` taken on ``node`` by its bound pods and ``extra`` (see :func:`free_units`)."""
+    return node.allocatable_of(resource) - free_units(node, resource, extra)
+
+
 def _shortfall(
     node: NodeState, resource: str, units: int, extra: Mapping[str, int] | None
 ) -> Insufficient | None:
     capacity = node.allocatable_of(resource)
-    used = capacity - free_units(node, resource, extra)
+    used = used_units(node, resource, extra)
     return Insufficient(resource, units, used, capacity) if units > capacity - used else None
 
 

@@ -14,7 +14,13 @@ from typing import Literal, cast
 
 from vfcore.cluster import ClusterSnapshot, NodeState
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.fit import SELECTOR_MISMATCH, eligibility_reasons, resource_reasons, summarise
+from vfcore.placement.fit import (
+    SELECTOR_MISMATCH,
+    eligibility_reasons,
+    resource_reasons,
+    summarise,
+    used_units,
+)
 from vfcore.placement.scheduler.scoring import ScoringConfig, nonzero_request, plugin_scores
 from vfcore.quantity import CPU, MEMORY, PODS
 
@@ -77,7 +83,7 @@ class Engine:
                 )
             self.nodes[n.name] = state
             alloc = tuple(state.allocatable_of(r) for r in self.resources)
-            used = [state.requested_of(r) or 0 for r in self.resources]
+            used = [used_units(state, r) for r in self.resources]
             used += [used[self.index[CPU]], used[self.index[MEMORY]]]
             self.base[n.name] = tuple(used)
             allowed = frozenset(w for w, hosts in affinity.items() if n.name in hosts)
@@ -156,6 +162,8 @@ class Engine:
         if not self.eligibility(kind, static):
             alloc = self.static_alloc[static]
             vector = self.kind_vector[kind]
+            # vfcore.placement.fit's rule (request <= allocatable - used) on the compiled
+            # vectors: this is the simulation's hot loop; reasons_line words it with fit.
             if all(vector[i] <= alloc[i] - load[i] for i in self.kind_checked[kind]):
                 result = self._score(kind, alloc, load)
         cache[sid] = result

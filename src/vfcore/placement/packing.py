@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_RUN"]
-VRAM_SHORT = "Insufficient GPU memory (VRAM) on every card"
 
 
 @dataclass(frozen=True, slots=True)

@@ -291,18 +291,15 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         _emit_json(doc)
     else:
         _print_plan(doc, cluster, sys.stdout)
-    if args.strict_preflight:
-        sched = doc.get("scheduler") or {}
-        lands = sched.get("verdict_with_remedy", sched.get("verdict")) == "lands"
-        errors = any(p["severity"] == "error" for p in doc["problems"])
-        if doc["verdict"] != "fits" or not lands or errors:
-            sys.stderr.write(
-                f"error: strict-preflight\n  verdict {doc['verdict']}, scheduler "
-                f"{sched.get('verdict_with_remedy', sched.get('verdict', 'not modelled'))}"
-                f"{', with problems' if errors else ''}\n"
-                "  hint: fix what the plan reports, or drop --strict-preflight\n"
-            )
-            return EXIT_STRICT
+    if args.strict_preflight and not result.passes_preflight:
+        sched = "not modelled" if result.scheduler is None else result.scheduler.verdict_with_remedy
+        errors = any(p.is_error for p in result.problems)
+        sys.stderr.write(
+            f"error: strict-preflight\n  verdict {result.verdict}, scheduler {sched}"
+            f"{', with problems' if errors else ''}\n"
+            "  hint: fix what the plan reports, or drop --strict-preflight\n"
+        )
+        return EXIT_STRICT
     return EXIT_OK
 
 

@@ -18,7 +18,15 @@ from vfcore.demand import (
     pod_name,
     workload_of,
 )
-from vfcore.errors import ERROR, WARNING, InvalidFlowError, InvalidInputError, Issue, VfError
+from vfcore.errors import (
+    ERROR,
+    WARNING,
+    Finding,
+    InvalidFlowError,
+    InvalidInputError,
+    Issue,
+    VfError,
+)
 from vfcore.explain import Explanation, explain
 from vfcore.flow import (
     ConsumerNode,
@@ -83,6 +91,7 @@ __all__ = [
     "Dropped",
     "Explanation",
     "Fallback",
+    "Finding",
     "Flow",
     "FlowScaling",
     "FlowSpec",

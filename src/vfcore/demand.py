@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from vfcore.errors import InvalidFlowError, InvalidInputError
+from vfcore.errors import INFO, InvalidFlowError, InvalidInputError, Reason
 from vfcore.params import parameter_issues
 from vfcore.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
@@ -267,17 +267,6 @@ class AutoscalingOptions:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Reason:
-    """Why a node stays at fixed scale: a stable ``code`` and a sentence."""
-
-    code: str
-    message: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
-
 def autoscaling_rejections(
     flow_or_spec: Flow | FlowSpec, options: AutoscalingOptions | None = None
 ) -> dict[str, tuple[Reason, ...]]:
@@ -295,15 +284,24 @@ def autoscaling_rejections(
         reasons: list[Reason] = []
         if not node.is_processor:
             reasons.append(
-                Reason("not-a-processor", f"a {node.kind} is single; only processors scale")
+                Reason(
+                    "not-a-processor",
+                    INFO,
+                    node.name,
+                    f"a {node.kind} is single; only processors scale",
+                    "put the work that should scale in a ProcessorNode",
+                )
             )
         else:
             if spec.flow_type != REALTIME:
                 reasons.append(
                     Reason(
                         "batch-job",
+                        INFO,
+                        node.name,
                         "in a BATCH flow the node is a Job, whose parallelism is fixed; "
                         "set nb_tasks instead",
+                        "set nb_tasks to the parallelism the Job should have",
                     )
                 )
             if node.partition_by is not None:
@@ -311,36 +309,54 @@ def autoscaling_rejections(
                     reasons.append(
                         Reason(
                             "partitioned",
+                            INFO,
+                            node.name,
                             f"partitioned by {node.partition_by!r}: a new replica count would "
                             "rehash which replica owns which key mid-stream",
+                            "keep nb_tasks fixed at the count the keys need",
                         )
                     )
                 else:
                     reasons.append(
                         Reason(
                             "partition-at-one-replica",
+                            INFO,
+                            node.name,
                             f"declares partition_by={node.partition_by!r}: adding replicas would "
                             "move keys away from the replica that holds their state",
+                            "drop partition_by if the node keeps no per-key state",
                         )
                     )
             elif node.kind == "one-task-processor":
                 reasons.append(
-                    Reason("one-task", "a stateful one-task node runs exactly one worker")
+                    Reason(
+                        "one-task",
+                        INFO,
+                        node.name,
+                        "a stateful one-task node runs exactly one worker",
+                        "use a ProcessorNode if the node keeps no state between events",
+                    )
                 )
             if node.is_join and node.partition_by is None:
                 reasons.append(
                     Reason(
                         "single-replica-join",
+                        INFO,
+                        node.name,
                         "an unpartitioned join must keep one replica, or the halves of one "
                         "event could reach different replicas",
+                        "partition the join by a key both halves carry to run several replicas (at a fixed count)",
                     )
                 )
             if node.is_gpu and not opts.gpu_autoscaling:
                 reasons.append(
                     Reason(
                         "gpu-node",
+                        INFO,
+                        node.name,
                         "GPU nodes are not autoscaled unless --gpu-autoscaling: each extra "
                         "replica claims more GPU capacity",
+                        "pass --gpu-autoscaling (AutoscalingOptions(gpu_autoscaling=True))",
                     )
                 )
         out[node.name] = tuple(reasons)

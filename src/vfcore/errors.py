@@ -1,10 +1,24 @@
 """Findings and errors.
 
-A finding is an :class:`Issue`: a stable kebab-case ``rule`` id (documented in
-``docs/rules.md``), a severity, the node it concerns, a message that says what
-is wrong with the numbers, and a hint that says what to do.
+A :class:`Finding` is one thing vfcore found that someone should read: a
+stable kebab-case ``id`` (documented in ``docs/rules.md``), a severity, the
+``subject`` it concerns (a flow node, a cluster node, or ``None`` for the whole
+flow), a message that says what is wrong with the numbers, and a hint that
+says what to do. Validation, planning, mix-mode planning and autoscaling
+eligibility all report findings; each keeps the JSON shape its document has
+always had, so the type has three documented views:
 
-Validators *return* issues; only the API edge raises, and then it raises one
+- :data:`Issue` (what :func:`vfcore.validate` returns) is ``Finding`` itself:
+  ``{"rule", "severity", "node", "message", "hint"}``;
+- :class:`Problem` (a plan's ``problems``; ``MigIssue`` in mix mode) drops
+  the subject: ``{"code", "severity", "message", "hint"}``;
+- :class:`Reason` (why a node stays at fixed scale) keeps
+  ``{"code", "message"}``.
+
+``rule``, ``node`` and ``code`` read ``id`` and ``subject`` under the names
+those documents use.
+
+Validators *return* findings; only the API edge raises, and then it raises one
 :class:`InvalidFlowError` that carries every issue at once.
 """
 
@@ -16,72 +30,149 @@ from typing import Any, Literal
 
 __all__ = [
     "ERROR",
+    "INFO",
     "WARNING",
+    "Finding",
     "InvalidFlowError",
     "Issue",
+    "Problem",
+    "Reason",
     "Severity",
     "VfError",
+    "sort_findings",
 ]
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
 ERROR: Severity = "error"
 WARNING: Severity = "warning"
+INFO: Severity = "info"  # a fact worth knowing that needs no action (e.g. a node at fixed scale)
+
+#: Severities from the most to the least pressing.
+SEVERITIES: tuple[Severity, ...] = (ERROR, WARNING, INFO)
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class Issue:
-    """One finding about a flow.
+class Finding:
+    """One finding: ``id``, ``severity``, ``subject``, ``message``, ``hint``.
 
-    >>> Issue("cycle", "error", "a", "a -> b -> a is a cycle", "remove one edge").severity
-    'error'
+    >>> f = Finding("cycle", "error", "a", "a -> b -> a is a cycle", "remove one edge")
+    >>> f.is_error, f.rule, f.node
+    (True, 'cycle', 'a')
+    >>> f.to_dict()["rule"]
+    'cycle'
     """
 
-    rule: str
+    id: str
     severity: Severity
-    node: str | None
+    subject: str | None
     message: str
     hint: str
+
+    @property
+    def rule(self) -> str:
+        """``id`` under the name validation documents use (``issues[].rule``)."""
+        return self.id
+
+    @property
+    def code(self) -> str:
+        """``id`` under the name plans and autoscaling use (``problems[].code``)."""
+        return self.id
+
+    @property
+    def node(self) -> str | None:
+        """``subject`` under the name validation documents use (``issues[].node``)."""
+        return self.subject
 
     @property
     def is_error(self) -> bool:
         return self.severity == ERROR
 
+    @property
+    def rank(self) -> tuple[int, str, str, str, str]:
+        """The canonical order: errors, then warnings, then info; then subject, id, message, hint."""
+        return (
+            SEVERITIES.index(self.severity),
+            self.subject or "",
+            self.id,
+            self.message,
+            self.hint,
+        )
+
     def to_dict(self) -> dict[str, Any]:
+        """The validation shape: ``{"rule", "severity", "node", "message", "hint"}``."""
         return {
-            "rule": self.rule,
+            "rule": self.id,
             "severity": self.severity,
-            "node": self.node,
+            "node": self.subject,
             "message": self.message,
             "hint": self.hint,
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Issue:
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """Read :meth:`to_dict`'s shape back."""
         severity = data["severity"]
-        if severity not in (ERROR, WARNING):
+        if severity not in SEVERITIES:
             raise ValueError(f"unknown severity {severity!r}")
         return cls(
-            rule=str(data["rule"]),
-            severity=severity,
-            node=None if data.get("node") is None else str(data["node"]),
-            message=str(data["message"]),
-            hint=str(data["hint"]),
+            str(data["rule"]),
+            severity,
+            None if data.get("node") is None else str(data["node"]),
+            str(data["message"]),
+            str(data["hint"]),
         )
 
     def render(self) -> str:
-        """The CLI's three-line form: ``error: <rule>`` / message / ``hint:``."""
-        where = f" ({self.node})" if self.node is not None else ""
-        return f"{self.severity}: {self.rule}{where}\n  {self.message}\n  hint: {self.hint}"
+        """The CLI's three-line form: ``error: <id>`` / message / ``hint:``."""
+        where = f" ({self.subject})" if self.subject is not None else ""
+        return f"{self.severity}: {self.id}{where}\n  {self.message}\n  hint: {self.hint}"
+
+
+#: What :func:`vfcore.validate` returns: a :class:`Finding` (``rule`` = ``id``, ``node`` = ``subject``).
+Issue = Finding
+
+
+@dataclass(frozen=True, slots=True)
+class Problem(Finding):
+    """A finding about a flow and a cluster together, in a plan's ``problems``.
+
+    Its JSON (``vf plan --json``) names the id ``code`` and leaves the subject out:
+
+    >>> Problem("runtime-class-missing", "error", None, "no RuntimeClass 'x'", "create it").to_dict()
+    {'code': 'runtime-class-missing', 'severity': 'error', 'message': "no RuntimeClass 'x'", 'hint': 'create it'}
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.id,
+            "severity": self.severity,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Reason(Finding):
+    """Why a node stays at fixed scale (:func:`vfcore.autoscaling_rejections`): severity ``info``.
+
+    Its JSON keeps the stable ``code`` and the sentence:
+
+    >>> Reason("one-task", "info", "tracker", "runs one worker", "use a ProcessorNode").to_dict()
+    {'code': 'one-task', 'message': 'runs one worker'}
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.id, "message": self.message}
+
+
+def sort_findings(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Errors first, then warnings, then info; then by subject, id and message: one canonical order."""
+    return tuple(sorted(findings, key=lambda f: f.rank))
 
 
 def sort_issues(issues: Iterable[Issue]) -> tuple[Issue, ...]:
-    """Errors first, then by node, rule and message: one canonical order."""
-    return tuple(
-        sorted(
-            issues,
-            key=lambda i: (i.severity != ERROR, i.node or "", i.rule, i.message, i.hint),
-        )
-    )
+    """:func:`sort_findings` under validation's name."""
+    return sort_findings(issues)
 
 
 class VfError(Exception):

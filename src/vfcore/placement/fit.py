@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
@@ -46,6 +46,8 @@ __all__ = [
     "FitReason",
     "Ineligible",
     "Insufficient",
+    "Unplaced",
+    "UnplacedKind",
     "could_ever_hold",
     "distinct_reasons",
     "eligibility_reasons",
@@ -127,6 +129,38 @@ class Ineligible:
 
 
 FitReason = Insufficient | Ineligible
+
+
+UnplacedKind = Literal["unresolvable", "unschedulable", "unplanned", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """A pod with no place: every node's reasons, in one scheduler-style line.
+
+    The one type for every planner (exact packing and mix mode alike).
+    ``kind``: ``unresolvable`` (no node could ever hold it: it exceeds every
+    host, or no host is eligible), ``unschedulable`` (it would fit if others
+    moved or capacity were freed), ``unplanned`` (its kind of claim is not
+    planned here), ``unknown`` (it might fit on a node whose occupancy is unknown).
+    ``reasons`` holds one :data:`FitReason` per distinct message (see
+    :func:`distinct_reasons`); ``fix`` is set only when a fix is certain.
+    """
+
+    pod: str
+    kind: UnplacedKind
+    summary: str
+    reasons: tuple[FitReason, ...]
+    fix: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "kind": self.kind,
+            "summary": self.summary,
+            "reasons": [r.message for r in self.reasons],
+            "fix": self.fix,
+        }
 
 
 def message_of(reason: FitReason | str) -> str:

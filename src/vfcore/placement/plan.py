@@ -23,9 +23,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
+from vfcore.errors import Problem
 from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.fit import (
-    FitReason,
+    Unplaced,
+    UnplacedKind,
     could_ever_hold,
     distinct_reasons,
     reasons_on,
@@ -45,55 +47,14 @@ from vfcore.validate import check_gpu_mode, require_valid, to_spec
 
 if TYPE_CHECKING:
     from vfcore.flow import Flow
+    from vfcore.placement.mig import MigPlan
+    from vfcore.placement.mig.hosts import BusyNodes
+    from vfcore.placement.scheduler import SchedulerReport
     from vfcore.spec import FlowSpec
 
 __all__ = ["NodeUsage", "Plan", "Problem", "Unplaced", "plan", "plan_pods"]
 
 Verdict = Literal["fits", "does-not-fit", "unknown"]
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Something about the flow and cluster together that needs attention (with a fix)."""
-
-    code: str
-    severity: Literal["error", "warning"]
-    message: str
-    hint: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "message": self.message,
-            "hint": self.hint,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Unplaced:
-    """A pod with no place: every node's reasons, in one scheduler-style line.
-
-    ``kind``: ``unresolvable`` (no node could ever hold it: it exceeds every
-    host, or no host is eligible), ``unschedulable`` (it would fit if others
-    moved or capacity were freed), ``unplanned`` (its kind of claim is not
-    planned here), ``unknown`` (it might fit on a node whose occupancy is unknown).
-    """
-
-    pod: str
-    kind: Literal["unresolvable", "unschedulable", "unplanned", "unknown"]
-    summary: str
-    reasons: tuple[FitReason, ...]
-    fix: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pod": self.pod,
-            "kind": self.kind,
-            "summary": self.summary,
-            "reasons": [r.message for r in self.reasons],
-            "fix": self.fix,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +95,22 @@ class Plan:
     solver: SolverReport
     proofs: tuple[str, ...]
     fix: str | None
-    scheduler: Any = None  # the scheduler model's prediction (with its remedy), if computed
-    mig: Any = None  # vfcore.placement.mig.MigPlan in mix mode: layouts, configs, resources per pod
+    scheduler: SchedulerReport | None = None  # the scheduler model's verdict and remedy, if run
+    mig: MigPlan | None = None  # in mix mode: layouts, configs, resources per pod
+
+    @property
+    def passes_preflight(self) -> bool:
+        """What ``vf plan --strict-preflight`` demands: the flow fits, no problem is an
+        error, and the scheduler model lands every pod (with its remedy, when one is
+        needed). A plan without the scheduler model (``predict_scheduler=False``)
+        does not pass: nothing says kube-scheduler would land it.
+        """
+        return (
+            self.verdict == "fits"
+            and not any(p.is_error for p in self.problems)
+            and self.scheduler is not None
+            and self.scheduler.verdict_with_remedy == "lands"
+        )
 
     @property
     def placement(self) -> dict[str, str]:
@@ -301,7 +276,7 @@ def plan_pods(
         by_pod = {p.pod: p for p in planned}
         explained = []
         for u in solved.unplaced:
-            kind: Literal["unresolvable", "unschedulable", "unplanned", "unknown"] = u.kind
+            kind: UnplacedKind = u.kind
             summary = u.summary
             hopeful = [
                 n.name
@@ -315,8 +290,8 @@ def plan_pods(
                 fix = None  # a fix would rest on a guess about those nodes
             explained.append(Unplaced(u.pod, kind, summary, u.reasons, fix))
         unplaced = tuple(explained)
-        problems += _as_problems(mix_issues(all_pods, cluster.nodes, unplaced=result.unplaced))
-        problems += _as_problems(solved.issues)
+        problems += mix_issues(all_pods, cluster.nodes, unplaced=result.unplaced)
+        problems += solved.issues
     else:
         unplaced = _explain_unplaced(
             planned, cluster, considered, result, [*unknown_nodes, *bounds], unbounded
@@ -373,9 +348,9 @@ class _Solved:
     packing: PackingResult
     pods: tuple[PodRequest, ...]
     nodes: tuple[NodeState, ...]
-    mig: Any = None  # vfcore.placement.mig.MigPlan
-    unplaced: tuple[Any, ...] | None = None  # mig.MigUnplaced, when the solver explains
-    issues: tuple[Any, ...] = ()  # vfcore.placement.mig.MigIssue
+    mig: MigPlan | None = None
+    unplaced: tuple[Unplaced, ...] | None = None  # when the solver explains (mix mode)
+    issues: tuple[Problem, ...] = ()  # mix mode's findings about the layouts
     extra_reasons: ExtraReasons | None = None
 
 
@@ -402,7 +377,7 @@ def _solve_mix(
     )
 
 
-def _layout_violations(mig: Any) -> tuple[str, ...]:
+def _layout_violations(mig: MigPlan | None) -> tuple[str, ...]:
     """Every planned card layout, re-checked by the independent layout checker."""
     if mig is None:
         return ()
@@ -417,10 +392,6 @@ def _layout_violations(mig: Any) -> tuple[str, ...]:
                     f"{node.node} card {card.index}: {v}" for v in check_layout(node.family, placed)
                 ]
     return tuple(out)
-
-
-def _as_problems(issues: Sequence[Any]) -> tuple[Problem, ...]:
-    return tuple(Problem(i.code, i.severity, i.message, i.hint) for i in issues)
 
 
 def _busy_cards(
@@ -440,7 +411,7 @@ def _busy_cards(
     quick = replace(cfg, max_deterministic_time=min(cfg.max_deterministic_time, 5.0))
     by_name = {n.name: n for n in nodes}
 
-    def blocking(mode: Any) -> list[str]:
+    def blocking(mode: BusyNodes) -> list[str]:
         relaxed = pack_mix(pods, nodes, config=quick, busy_nodes=mode)
         if relaxed.packing.feasible is not True:
             return []
@@ -464,6 +435,7 @@ def _busy_cards(
             Problem(
                 "mig-busy-cards",
                 "error",
+                None,
                 "the flow fits only if idle cards were partitioned on node(s) where GPU pods are "
                 f"bound: {'; '.join(idle)}; kubectl cannot tell which of their cards the pods "
                 "hold, and a layout change wipes a whole card, so vfcore does not plan it",
@@ -478,6 +450,7 @@ def _busy_cards(
             Problem(
                 "mig-busy-cards",
                 "error",
+                None,
                 "the flow fits only if cards in use were re-partitioned on node(s): "
                 f"{'; '.join(wiped)}; a layout change wipes a whole card, with the pods on it",
                 "move or drain the GPU pods from those nodes (they must fit elsewhere), or add "
@@ -573,6 +546,7 @@ def _problems(
             Problem(
                 "shared-without-runtime-class",
                 "error",
+                None,
                 f"shared mode gives {len(gpu_pods)} GPU pod(s) no GPU resource, so only a runtime "
                 "class can inject the devices, and none was requested",
                 "pass --gpu-runtime-class nvidia (the RuntimeClass of the NVIDIA runtime)",
@@ -586,6 +560,7 @@ def _problems(
                 Problem(
                     "runtime-class-missing",
                     "error",
+                    None,
                     f"RuntimeClass {runtime_class!r} does not exist "
                     f"(the cluster has {sorted(class_names)})",
                     "create it, or pass the name of an existing one to --gpu-runtime-class",
@@ -598,6 +573,7 @@ def _problems(
                 Problem(
                     "runtime-class-not-requested",
                     "warning",
+                    None,
                     f"the cluster has NVIDIA RuntimeClass(es) {nvidia}, but the GPU pods request "
                     "none; where the NVIDIA runtime is opt-in they start without GPUs",
                     f"pass --gpu-runtime-class {nvidia[0]}",
@@ -621,6 +597,7 @@ def _problems(
                 Problem(
                     "resource-not-advertised",
                     "error",
+                    None,
                     f"no node advertises {resource}, which {len(names)} pod(s) request "
                     f"({', '.join(names[:4])}{'…' if len(names) > 4 else ''})",
                     "install the device plugin that advertises it, or fix the resource name "
@@ -637,6 +614,7 @@ def _problems(
                         Problem(
                             "shared-pool-multi-gpu",
                             "warning",
+                            pod.node,
                             f"{pod.node} needs {max(u for _, u in pod.requests)} GPUs per pod, "
                             f"which the {'/'.join(pools)} pools cannot serve (they advertise "
                             "replicas of cards, not cards); only unshared nodes are eligible",
@@ -688,9 +666,7 @@ def _explain_unplaced(
         if ever:
             fix = _free_on_one_host(pod, readable, load)
         summary = summarise(name, len(considered), per_node)
-        kind: Literal["unresolvable", "unschedulable", "unknown"] = (
-            "unschedulable" if ever else "unresolvable"
-        )
+        kind: UnplacedKind = "unschedulable" if ever else "unresolvable"
         hopeful = [
             n.name for n in unknown_nodes if n not in considered and could_ever_hold(pod, n)
         ] + list(unbounded)

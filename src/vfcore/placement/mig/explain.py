@@ -6,10 +6,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from vfcore.cluster import NodeState
+from vfcore.errors import Problem
 from vfcore.placement.claims import PodRequest
 from vfcore.placement.fit import (
     FitReason,
     Ineligible,
+    Unplaced,
     distinct_reasons,
     free_units,
     shortfalls,
@@ -28,7 +30,7 @@ from vfcore.placement.mig.hosts import (
     is_gpu_resource,
 )
 from vfcore.placement.mig.model import MixContext
-from vfcore.placement.mig.results import MigIssue, MigPlan, MigUnplaced
+from vfcore.placement.mig.results import MigPlan
 from vfcore.quantity import PODS
 
 __all__ = ["advertisable", "mix_issues"]
@@ -44,7 +46,7 @@ def explain_unplaced(
     placed: list[tuple[PodRequest, int, str | None]],
     unplaced: Sequence[str],
     profile_of: Mapping[str, str],
-) -> tuple[MigUnplaced, ...]:
+) -> tuple[Unplaced, ...]:
     hosts = model.hosts
     load: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod, i, _p in placed:
@@ -62,7 +64,7 @@ def explain_unplaced(
             ever = ever or could
         fix = _fix(pod, hosts, ever, profile_of)
         out.append(
-            MigUnplaced(
+            Unplaced(
                 pod=name,
                 kind="unschedulable" if ever else "unresolvable",
                 summary=summarise(name, len(hosts), per_node),
@@ -160,8 +162,8 @@ def _fix(
 
 def plan_issues(
     model: MixContext, plan: MigPlan, profile_of: Mapping[str, str]
-) -> tuple[MigIssue, ...]:
-    out: list[MigIssue] = []
+) -> tuple[Problem, ...]:
+    out: list[Problem] = []
     h200 = [
         n.node
         for n in plan.nodes
@@ -169,9 +171,10 @@ def plan_issues(
     ]
     if h200:
         out.append(
-            MigIssue(
+            Problem(
                 "mig-starts-inferred",
                 "warning",
+                None,
                 f"the plan re-partitions cards of {len(h200)} H200 node(s) ({', '.join(h200[:4])}"
                 f"{'…' if len(h200) > 4 else ''}); H200 start slots are inferred from the GH100 "
                 "layout, not read from an H200",
@@ -182,9 +185,10 @@ def plan_issues(
     assumed = [n.node for n in plan.nodes if n.indices_assumed]
     if assumed:
         out.append(
-            MigIssue(
+            Problem(
                 "mig-card-indices-assumed",
                 "warning",
+                None,
                 f"{len(assumed)} node(s) ({', '.join(assumed[:4])}{'…' if len(assumed) > 4 else ''}) "
                 "have MIG-enabled and MIG-disabled cards today, and kubectl does not say which "
                 "index is which; their mig-parted configs assume the MIG-enabled cards come first",
@@ -209,9 +213,10 @@ def plan_issues(
         )
         if short:
             out.append(
-                MigIssue(
+                Problem(
                     "mig-profile-ambiguous",
                     "warning",
+                    flow_node,
                     f"{flow_node} requests {MIG_RESOURCE_PREFIX}{p} for {demand / GIB:g} GiB, but "
                     f"on {', '.join(short[:4])}{'…' if len(short) > 4 else ''} that profile has "
                     "less usable memory; kube-scheduler may place its pods there",
@@ -242,7 +247,7 @@ def mix_issues(
     nodes: Sequence[NodeState],
     *,
     unplaced: Iterable[str] | None = None,
-) -> tuple[MigIssue, ...]:
+) -> tuple[Problem, ...]:
     """Problems of a mix-mode flow on a cluster that need no solver, each with its fix.
 
     ``mig-multi-gpu`` (a multi-GPU pod cannot use MIG slices; given
@@ -252,7 +257,7 @@ def mix_issues(
     """
     left = None if unplaced is None else set(unplaced)
     pods = sorted(pods, key=lambda p: (p.node, p.replica, p.pod))
-    out: list[MigIssue] = []
+    out: list[Problem] = []
     hosts = [analyse_host(i, n) for i, n in enumerate(sorted(nodes, key=lambda n: n.name))]
     mig_pods = [p for p in pods if p.slice == "mig"]
     has_mig_cards = any(
@@ -267,9 +272,10 @@ def mix_issues(
         if k > 1 and has_mig_cards and pod.node not in seen and relevant:
             seen.add(pod.node)
             out.append(
-                MigIssue(
+                Problem(
                     "mig-multi-gpu",
                     "warning",
+                    pod.node,
                     f"{pod.node} needs {k} GPUs per pod: a process cannot combine MIG slices, "
                     f"so each pod takes {k} whole MIG-disabled cards on one node "
                     "(nvidia.com/gpu), which partitioned cards cannot provide",
@@ -283,9 +289,10 @@ def mix_issues(
     if single and any(p.slice in ("mig", "whole") for p in pods):
         mixed_exists = any(h.hosts_mig for h in hosts)
         out.append(
-            MigIssue(
+            Problem(
                 "mig-single-strategy",
                 "error" if mig_pods and not mixed_exists else "warning",
+                None,
                 f"{len(single)} node(s) ({', '.join(single[:4])}{'…' if len(single) > 4 else ''}) "
                 "use the device plugin's single MIG strategy: each advertises one profile as "
                 "nvidia.com/gpu, so it cannot host mixed profiles, and a whole-card pod there "
@@ -301,9 +308,10 @@ def mix_issues(
     for flow_node, demand in sorted(flow_nodes.items()):
         if not families:
             out.append(
-                MigIssue(
+                Problem(
                     "mig-demand-unresolvable",
                     "error",
+                    flow_node,
                     f"{flow_node} needs a MIG slice of {demand / GIB:g} GiB, but no node can host "
                     "MIG slices (none runs the mixed MIG strategy with a catalogued MIG card: "
                     f"{', '.join(MIG_FAMILIES)})",
@@ -316,9 +324,10 @@ def mix_issues(
         if not any(c.resolvable for c in choices):
             best = max(choices, key=lambda c: c.largest.usable_mib)
             out.append(
-                MigIssue(
+                Problem(
                     "mig-demand-unresolvable",
                     "error",
+                    flow_node,
                     f"{flow_node} needs {demand / GIB:g} GiB, more than any MIG profile of this "
                     f"cluster holds: {'; '.join(c.message for c in choices)}",
                     f"lower gpu_memory_gib to at most {best.largest.usable_gib:g} "

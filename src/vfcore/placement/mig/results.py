@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vfcore.cluster import NodeState
+from vfcore.errors import Problem
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.fit import FitReason
+from vfcore.placement.fit import Unplaced
 from vfcore.placement.mig.choice import ProfileChoice
 from vfcore.placement.mig.config import mig_parted_yaml
 from vfcore.placement.mig.layouts import Counts, Placement, counts_of
@@ -222,25 +223,11 @@ class MigPlan:
 # -- unplaced pods, issues, and what pack_mix returns -----------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class MigUnplaced:
-    """Why one pod has no place in a mix-mode plan (see :class:`vfcore.placement.plan.Unplaced`)."""
+#: A pod with no place in a mix-mode plan: the one :class:`vfcore.placement.fit.Unplaced`.
+MigUnplaced = Unplaced
 
-    pod: str
-    kind: Literal["unresolvable", "unschedulable"]
-    summary: str
-    reasons: tuple[FitReason, ...]
-    fix: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class MigIssue:
-    """A mix-mode problem with its fix (becomes a :class:`vfcore.placement.plan.Problem`)."""
-
-    code: str
-    severity: Literal["error", "warning"]
-    message: str
-    hint: str
+#: A mix-mode finding with its fix: the plan's :class:`vfcore.errors.Problem` itself.
+MigIssue = Problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,5 +246,5 @@ class MixPacking:
     pods: tuple[PodRequest, ...]
     nodes: tuple[NodeState, ...]
     mig: MigPlan
-    unplaced: tuple[MigUnplaced, ...]
-    issues: tuple[MigIssue, ...]
+    unplaced: tuple[Unplaced, ...]
+    issues: tuple[Problem, ...]

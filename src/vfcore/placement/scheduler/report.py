@@ -43,6 +43,11 @@ class SchedulerReport:
     def stranded(self) -> tuple[str, ...]:
         return self.prediction.stranded
 
+    @property
+    def verdict_with_remedy(self) -> Verdict:
+        """The verdict once the remedy is applied (the model's own verdict when there is none)."""
+        return self.verdict if self.remedy is None else self.remedy.verdict_after
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.prediction.verdict,
@@ -55,9 +60,7 @@ class SchedulerReport:
             else str(self.prediction.strand_probability),
             "config": self.prediction.config.to_dict(),
             "remedy": None if self.remedy is None else self.remedy.to_dict(),
-            "verdict_with_remedy": self.verdict
-            if self.remedy is None
-            else self.remedy.verdict_after,
+            "verdict_with_remedy": self.verdict_with_remedy,
         }
 
 

@@ -137,8 +137,10 @@ def _add_gpu_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global _last_command
     parser = _parser()
     args = parser.parse_args(argv)
+    _last_command = args.command
     if args.version:
         from vfcore import __version__
 
@@ -608,9 +610,28 @@ def _print_explanation(doc: dict[str, Any], out: TextIO) -> None:
         _table(rows, out)
 
 
+#: The command ``main`` ran last (``run()`` ends every other command at once).
+_last_command: str | None = None
+
+
 def run() -> None:
-    """Console-script entry point."""
-    raise SystemExit(main())
+    """Console-script entry point.
+
+    Every command but ``vf run`` ends the process as soon as it has answered
+    (stdout and stderr flushed, then ``os._exit``): a flow file that started a
+    non-daemon thread, or registered an ``atexit`` hook that blocks, would
+    otherwise keep ``vf explain`` from ever exiting. ``vf run`` exits the
+    usual way, so that its workers and shared memory are cleaned up.
+    """
+    code = main()
+    if _last_command == "run":
+        raise SystemExit(code)
+    import contextlib
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ holding a ``List`` with both kinds (``kubectl get nodes,pods,runtimeclasses -A
 ``None`` and vfcore reports the matching facts as *unknown* with the reason
 (``pods.json is missing``), never as an empty cluster.
 
-Only a PATH that does not exist, or a file that exists but cannot be read,
-raises :class:`~vfcore.InvalidInputError`.
+Only a PATH that does not exist, a file that exists but cannot be read, or
+one larger than 512 MiB (``input-too-large``; ``VF_MAX_INPUT_MIB`` raises the
+limit) raises :class:`~vfcore.InvalidInputError`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from vfadapters.loading import MAX_CLUSTER_FILE_BYTES, read_bounded
 from vfcore import InvalidInputError
 from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes, snapshot_from_list
 
@@ -34,9 +36,9 @@ _DUMP_HINT = (
 
 
 def _read(path: Path) -> bytes | None:
-    """The file's bytes; ``None`` when it does not exist."""
+    """The file's bytes (at most 512 MiB, see :func:`read_bounded`); ``None`` when it does not exist."""
     try:
-        return path.read_bytes()
+        return read_bounded(path, MAX_CLUSTER_FILE_BYTES, what="one cluster file")
     except FileNotFoundError:
         return None
     except OSError as exc:

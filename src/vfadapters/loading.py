@@ -5,7 +5,14 @@
 :class:`~vfcore.FlowSpec` as written by ``FlowSpec.to_json``). Every way this
 can go wrong raises :class:`~vfcore.InvalidInputError` with a stable id, a
 one-paragraph message and a hint; an invalid node parameter raised while the
-file runs surfaces as the :class:`~vfcore.InvalidFlowError` it is.
+file runs surfaces as the :class:`~vfcore.InvalidFlowError` it is; a flow file
+or factory that calls ``sys.exit`` is ``flow-file-exited``, not an exit of vf.
+
+Every input file vf reads (a spec, a cluster dump, observations) is read with
+:func:`read_bounded`: at most a documented number of bytes (64 MiB for a spec
+or observations, 512 MiB for one cluster file; ``VF_MAX_INPUT_MIB`` sets
+another limit for all of them), so ``--cluster /dev/zero`` or a runaway pipe
+ends in ``error: input-too-large`` instead of filling memory.
 """
 
 from __future__ import annotations
@@ -13,14 +20,94 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import os
+import stat
 import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
 
 from vfcore import Flow, FlowSpec, InvalidFlowError, InvalidInputError
+from vfcore.spec import brief
 
-__all__ = ["import_file", "load_flow", "split_target"]
+__all__ = [
+    "INPUT_LIMIT_ENV",
+    "MAX_CLUSTER_FILE_BYTES",
+    "MAX_OBSERVATIONS_BYTES",
+    "MAX_SPEC_BYTES",
+    "import_file",
+    "input_limit",
+    "load_flow",
+    "read_bounded",
+    "split_target",
+]
+
+MiB = 1 << 20
+#: The most bytes vf reads from one input file of each kind (see docs/cli.md).
+MAX_SPEC_BYTES = 64 * MiB
+MAX_OBSERVATIONS_BYTES = 64 * MiB
+MAX_CLUSTER_FILE_BYTES = 512 * MiB
+#: An environment variable that, when set, replaces every limit above (in MiB).
+INPUT_LIMIT_ENV = "VF_MAX_INPUT_MIB"
+_CHUNK = 1 * MiB
+
+
+def input_limit(default: int) -> int:
+    """``default`` bytes, or what ``VF_MAX_INPUT_MIB`` says (a positive whole number of MiB)."""
+    text = os.environ.get(INPUT_LIMIT_ENV)
+    if text is None or not text.strip():
+        return default
+    try:
+        mib = int(text)
+    except ValueError:
+        mib = 0
+    if mib < 1:
+        raise InvalidInputError(
+            "invalid-input-limit",
+            f"{INPUT_LIMIT_ENV}={text[:40]!r} is not a positive whole number of MiB",
+            f"unset {INPUT_LIMIT_ENV}, or set it like {INPUT_LIMIT_ENV}=2048",
+        )
+    return mib * MiB
+
+
+def read_bounded(path: Path, limit: int, *, what: str) -> bytes:
+    """The bytes of ``path``, or ``input-too-large`` when it holds more than ``limit``.
+
+    Never reads more than ``limit + 1`` bytes, whatever the file is: a regular
+    file larger than the limit is refused from its size alone; a device, pipe
+    or FIFO (``/dev/zero`` has no size) is read in 1 MiB chunks until the
+    limit is passed. ``OSError`` (a missing file, no permission) is the
+    caller's to report. ``limit`` is replaced by ``VF_MAX_INPUT_MIB`` when set.
+    """
+    limit = input_limit(limit)
+
+    def too_large(seen: str) -> InvalidInputError:
+        return InvalidInputError(
+            "input-too-large",
+            f"{path} {seen}, more than the {_mib(limit)} vf reads from {what}",
+            f"pass a smaller file, or raise the limit with {INPUT_LIMIT_ENV}=<MiB> "
+            "(see docs/cli.md)",
+        )
+
+    with open(path, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+            raise too_large(f"holds {_mib(info.st_size)}")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = handle.read(min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise too_large("goes on past the limit")
+    return b"".join(chunks)
+
+
+def _mib(size: int) -> str:
+    return f"{size / MiB:.0f} MiB" if size >= MiB else f"{size} bytes"
 
 
 def split_target(target: str) -> tuple[Path, str | None]:
@@ -29,6 +116,15 @@ def split_target(target: str) -> tuple[Path, str | None]:
     if sep and factory.isidentifier() and path:
         return Path(path), factory
     return Path(target), None
+
+
+def _text(exc: BaseException) -> str:
+    """``str(exc)``, cut to 500 characters; a user exception whose ``__str__`` fails says so."""
+    try:
+        text = str(exc)
+    except Exception:
+        return "<the exception cannot be printed>"
+    return text if len(text) <= 500 else text[:500] + "…"
 
 
 def _where(exc: BaseException, path: Path) -> str:
@@ -74,13 +170,29 @@ def import_file(path: Path) -> ModuleType:
     except BaseException as exc:  # the user's module may raise anything
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
-            raise
+            raise  # Ctrl-C while the module loads: the CLI says "interrupted" (exit 130)
+        if isinstance(exc, SystemExit):
+            raise _exited(f"importing {path}", exc, resolved) from None
         raise InvalidInputError(
             "flow-file-raised",
-            f"importing {path} raised {type(exc).__name__}: {exc}{_where(exc, resolved)}",
+            f"importing {path} raised {type(exc).__name__}: {_text(exc)}{_where(exc, resolved)}",
             f"run `python {path}` to see the full traceback, and fix the error",
         ) from None
     return module
+
+
+def _exited(what: str, exc: SystemExit, path: Path) -> InvalidInputError:
+    """A flow file or factory that called ``sys.exit``: vf reports it, it does not exit."""
+    code = exc.code
+    said = "" if code is None or isinstance(code, int) else f" ({_text(SystemExit(code))})"
+    status = brief(code) if isinstance(code, int) else (0 if code is None else 1)
+    return InvalidInputError(
+        "flow-file-exited",
+        f"{what} called sys.exit({status}){said}{_where(exc, path)} while vf was loading the "
+        "flow; a flow file must define the flow, not end the program",
+        'move the sys.exit() call under `if __name__ == "__main__":`, '
+        "or raise an exception that says what is wrong",
+    )
 
 
 def load_flow(target: str) -> Flow | FlowSpec:
@@ -106,7 +218,7 @@ def load_flow(target: str) -> Flow | FlowSpec:
                 f"pass {path} alone",
             )
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded(path, MAX_SPEC_BYTES, what="a flow spec").decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InvalidInputError(
                 "flow-file-unreadable", f"cannot read {path}: {exc}", "check the file"
@@ -152,12 +264,15 @@ def load_flow(target: str) -> Flow | FlowSpec:
     try:
         with contextlib.redirect_stdout(sys.stderr):
             value = func()
-    except InvalidFlowError:
+    except (InvalidFlowError, KeyboardInterrupt):
         raise
-    except Exception as exc:
+    except SystemExit as exc:
+        raise _exited(f"{path}:{factory}()", exc, path.resolve()) from None
+    except BaseException as exc:  # the user's factory may raise anything
         raise InvalidInputError(
             "flow-factory-raised",
-            f"{path}:{factory}() raised {type(exc).__name__}: {exc}{_where(exc, path.resolve())}",
+            f"{path}:{factory}() raised {type(exc).__name__}: {_text(exc)}"
+            f"{_where(exc, path.resolve())}",
             "call the factory in Python to see the traceback, and fix the error",
         ) from None
     if not isinstance(value, Flow):

@@ -78,11 +78,14 @@ def register(sub: Any) -> None:
 
 
 def _load_observations(path: str) -> Any:
+    from vfadapters.loading import MAX_OBSERVATIONS_BYTES, read_bounded
     from vfcore import InvalidInputError
 
     where = Path(path)
     try:
-        text = where.read_text(encoding="utf-8")
+        text = read_bounded(where, MAX_OBSERVATIONS_BYTES, what="an observations file").decode(
+            "utf-8"
+        )
     except FileNotFoundError:
         raise InvalidInputError(
             "observations-not-found",
@@ -102,6 +105,17 @@ def _load_observations(path: str) -> Any:
             "invalid-observations",
             f"{path} is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
             _FORMAT_HINT,
+        ) from None
+    except RecursionError:
+        raise InvalidInputError(
+            "invalid-observations",
+            f"{path} is nested too deeply to read (thousands of levels); the format is "
+            "3 levels deep",
+            _FORMAT_HINT,
+        ) from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        raise InvalidInputError(
+            "invalid-observations", f"{path} holds a value that cannot be read: {exc}", _FORMAT_HINT
         ) from None
 
 

@@ -37,6 +37,7 @@ from vfcore.flow import (
     ProducerNode,
     takes_ctx,
 )
+from vfcore.gpu_mode import GpuMode
 from vfcore.join_policy import JoinPolicy
 from vfcore.names import PhysicalName, physical_name, physical_names
 from vfcore.placement.claims import PodRequest, pod_requests
@@ -97,6 +98,7 @@ __all__ = [
     "FlowSpec",
     "GpuDevice",
     "GpuInfo",
+    "GpuMode",
     "Group",
     "HpaBehavior",
     "HpaPrediction",

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.errors import INFO, InvalidFlowError, InvalidInputError, Reason
+from vfcore.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
 from vfcore.params import parameter_issues
 from vfcore.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
 from vfcore.validate import (
-    check_gpu_mode,
     effective_replicas,
     flow_size_issue,
     gpu_resource_of,
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 Workload = Literal["deployment", "statefulset", "job"]
-SliceKind = Literal["whole", "shared", "mig", "none"]
 
 
 def pod_name(node: str, replica: int) -> str:
@@ -134,7 +133,7 @@ class Demand:
     the flow, whatever the total.
     """
 
-    mode: str
+    mode: GpuMode
     pods: tuple[PodClaim, ...]
     total: tuple[tuple[str, int], ...]
     declared_gpu_memory_gib: float
@@ -154,7 +153,7 @@ class Demand:
     def to_dict(self) -> dict[str, Any]:
         largest = self.largest_pod
         return {
-            "mode": self.mode,
+            "mode": self.mode.value,
             "total": dict(self.total),
             "total_gpu_memory_gib": self.total_gpu_memory_gib,
             "declared_gpu_memory_gib": self.declared_gpu_memory_gib,
@@ -167,22 +166,18 @@ class Demand:
 
 
 def _claim(
-    node: NodeSpec, mode: str, default_resource: str | None
+    node: NodeSpec, mode: GpuMode, default_resource: str | None
 ) -> tuple[dict[str, int], SliceKind]:
-    if not node.is_gpu:
-        return {}, "none"
-    resource = gpu_resource_of(node, default_resource)
-    if mode == "shared":
-        return {}, "shared"
-    if mode == "mix" and node.gpu_memory_gib is not None and node.gpu_count == 1:
-        return {}, "mig"
-    return {resource: node.gpu_count}, "whole"
+    kind = slice_of(node, mode)
+    if kind != "whole":
+        return {}, kind
+    return {gpu_resource_of(node, default_resource): node.gpu_count}, kind
 
 
 def gpu_demand(
     flow_or_spec: Flow | FlowSpec,
     *,
-    gpu_mode: str | None = "exclusive",
+    gpu_mode: GpuMode | str | None = "exclusive",
     gpu_resource_name: str | None = None,
 ) -> Demand:
     """Per-pod GPU claims, totals per resource, and the largest single pod.
@@ -197,7 +192,7 @@ def gpu_demand(
     ({'nvidia.com/gpu': 6}, 'det/0', {'nvidia.com/gpu': 2})
     """
     spec = to_spec(flow_or_spec)
-    mode = check_gpu_mode(gpu_mode)
+    mode = parse_gpu_mode(gpu_mode)
     too_large = flow_size_issue(spec)
     if too_large is not None:  # one claim per pod: bound the work before listing them
         raise InvalidFlowError([too_large])
@@ -227,8 +222,8 @@ def gpu_demand(
         key=lambda p: (-p.units, -(p.gpu_memory_gib or 0.0), p.pod),
         default=None,
     )
-    # VRAM is the only limit in shared mode: there an undeclared demand is a blind spot.
-    undeclared = tuple(p.pod for p in pods if p.gpu_memory_gib is None and mode == "shared")
+    # VRAM is the only limit of a shared slice: there an undeclared demand is a blind spot.
+    undeclared = tuple(p.pod for p in pods if p.gpu_memory_gib is None and p.slice == "shared")
     return Demand(
         mode=mode,
         pods=tuple(pods),

@@ -15,8 +15,9 @@ from vfcore.demand import (
     node_shapes,
 )
 from vfcore.errors import InvalidFlowError, Issue
+from vfcore.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.spec import FlowSpec
-from vfcore.validate import check_gpu_mode, gpu_resource_of, to_spec, validate
+from vfcore.validate import gpu_resource_of, to_spec, validate
 
 if TYPE_CHECKING:
     from vfcore.flow import Flow
@@ -29,7 +30,7 @@ class Explanation:
     """Validation issues, run shapes, GPU demand and autoscaling eligibility of a flow."""
 
     spec: FlowSpec
-    gpu_mode: str
+    gpu_mode: GpuMode
     gpu_resource_name: str | None
     issues: tuple[Issue, ...]
     shapes: tuple[NodeShape, ...]
@@ -82,7 +83,7 @@ class Explanation:
             "gpu_demand": self.demand.to_dict(),
             "autoscaling": autoscaling,
             "options": {
-                "gpu_mode": self.gpu_mode,
+                "gpu_mode": self.gpu_mode.value,
                 "gpu_resource_name": self.gpu_resource_name,
                 **self.autoscaling.to_dict(),
             },
@@ -92,13 +93,13 @@ class Explanation:
 def explain(
     flow_or_spec: Flow | FlowSpec,
     *,
-    gpu_mode: str | None = None,
+    gpu_mode: GpuMode | str | None = None,
     gpu_resource_name: str | None = None,
     autoscaling: AutoscalingOptions | None = None,
 ) -> Explanation:
     """Everything ``vf explain`` reports, as data."""
     spec = to_spec(flow_or_spec)
-    mode = check_gpu_mode(gpu_mode)
+    mode = parse_gpu_mode(gpu_mode)
     opts = autoscaling or AutoscalingOptions()
     issues = validate(
         spec, gpu_mode=mode, gpu_resource_name=gpu_resource_name, autoscaling=opts.enabled

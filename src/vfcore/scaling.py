@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.cluster import Unknown as ClusterUnknown
 from vfcore.errors import InvalidInputError
+from vfcore.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.join_policy import JoinPolicy
 
 if TYPE_CHECKING:
@@ -587,7 +588,7 @@ def capacity_cap(
     *,
     up_to: int,
     replicas: Mapping[str, int] | None = None,
-    gpu_mode: str | None = "exclusive",
+    gpu_mode: GpuMode | str | None = "exclusive",
     gpu_resource_name: str | None = None,
     gpu_node_selector: tuple[str, str] | None = None,
     resources: Mapping[str, Mapping[str, str | int | float]] | None = None,
@@ -611,7 +612,7 @@ def capacity_cap(
     from vfcore.placement.claims import pod_requests
     from vfcore.placement.packing import SolverConfig
     from vfcore.placement.plan import plan_pods
-    from vfcore.validate import check_gpu_mode, effective_replicas, to_spec
+    from vfcore.validate import effective_replicas, to_spec
 
     spec = to_spec(flow_or_spec)
     if node not in spec.names:
@@ -627,7 +628,7 @@ def capacity_cap(
             f"up_to={up_to!r} must be a replica count >= 0",
             "ask up to the count the backlog calls for, e.g. the decision's floor",
         )
-    mode = check_gpu_mode(gpu_mode)
+    mode = parse_gpu_mode(gpu_mode)
     cfg = solver or SolverConfig.deterministic(max_deterministic_time=10.0)
     cfg = replace(cfg, optimize=False)
     pods = pod_requests(
@@ -2012,7 +2013,7 @@ def decide_flow(
     target: int = DEFAULT_LAG_THRESHOLD,
     options: AutoscalingOptions | None = None,
     cluster: ClusterSnapshot | None = None,
-    gpu_mode: str | None = "exclusive",
+    gpu_mode: GpuMode | str | None = "exclusive",
     gpu_resource_name: str | None = None,
     predict: bool = False,
     now_s: float = 0.0,
@@ -2034,9 +2035,8 @@ def decide_flow(
     from vfcore.spec import REALTIME
     from vfcore.validate import effective_replicas, require_valid, to_spec
 
-    spec = require_valid(
-        to_spec(flow_or_spec), gpu_mode=gpu_mode, gpu_resource_name=gpu_resource_name
-    )
+    mode = parse_gpu_mode(gpu_mode)
+    spec = require_valid(to_spec(flow_or_spec), gpu_mode=mode, gpu_resource_name=gpu_resource_name)
     opts = options or AutoscalingOptions(enabled=True)
     check_scaling_rule(target, 1, opts.max_replicas)
     parsed: dict[str, NodeObservation] = {}
@@ -2107,7 +2107,7 @@ def decide_flow(
                 name,
                 up_to=decision.floor,
                 replicas=current_counts,
-                gpu_mode=gpu_mode,
+                gpu_mode=mode,
                 gpu_resource_name=gpu_resource_name,
                 solver=solver,
             )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
+from vfcore.gpu_mode import GPU_MODES, GpuMode, parse_gpu_mode, slice_of
 from vfcore.join_policy import JoinPolicy, join_policy_parent_problems
 from vfcore.params import MAX_PODS_PER_FLOW, parameter_issues
 from vfcore.spec import (
@@ -45,7 +46,6 @@ __all__ = [
     "validate",
 ]
 
-GPU_MODES = ("exclusive", "shared", "mix")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 #: Every rule id with its severity. Ids are never renamed (see docs/rules.md).
@@ -89,18 +89,9 @@ def to_spec(flow_or_spec: Flow | FlowSpec) -> FlowSpec:
     raise TypeError(f"expected a Flow or FlowSpec, got {type(flow_or_spec).__name__}")
 
 
-def check_gpu_mode(gpu_mode: str | None) -> str:
-    """The GPU mode, defaulting to ``exclusive``; an unknown one raises ``invalid-gpu-mode``."""
-    from vfcore.errors import InvalidInputError
-
-    mode = "exclusive" if gpu_mode is None else gpu_mode
-    if mode not in GPU_MODES:
-        raise InvalidInputError(
-            "invalid-gpu-mode",
-            f"gpu mode {gpu_mode!r} is not one of {list(GPU_MODES)}",
-            "use --gpu-mode exclusive (the default), shared or mix",
-        )
-    return mode
+#: The GPU mode named by a string (``None``: exclusive); an unknown one raises
+#: ``invalid-gpu-mode``. Kept under this name for callers; see :func:`vfcore.gpu_mode.parse_gpu_mode`.
+check_gpu_mode = parse_gpu_mode
 
 
 def effective_replicas(node: NodeSpec) -> int:
@@ -161,7 +152,7 @@ def _is_mig_resource(resource: str) -> bool:
 def validate(
     flow_or_spec: Flow | FlowSpec,
     *,
-    gpu_mode: str | None = None,
+    gpu_mode: GpuMode | str | None = None,
     gpu_resource_name: str | None = None,
     autoscaling: bool = False,
 ) -> tuple[Issue, ...]:
@@ -173,14 +164,14 @@ def validate(
     The input is never modified.
     """
     spec = to_spec(flow_or_spec)
-    mode = check_gpu_mode(gpu_mode)
+    mode = parse_gpu_mode(gpu_mode)
     return sort_issues(_Validator(spec, mode, gpu_resource_name, autoscaling).run())
 
 
 def require_valid(
     flow_or_spec: Flow | FlowSpec,
     *,
-    gpu_mode: str | None = None,
+    gpu_mode: GpuMode | str | None = None,
     gpu_resource_name: str | None = None,
     autoscaling: bool = False,
 ) -> FlowSpec:
@@ -196,7 +187,7 @@ def require_valid(
 
 class _Validator:
     def __init__(
-        self, spec: FlowSpec, gpu_mode: str, default_resource: str | None, autoscaling: bool
+        self, spec: FlowSpec, gpu_mode: GpuMode, default_resource: str | None, autoscaling: bool
     ) -> None:
         self.spec = spec
         self.gpu_mode = gpu_mode
@@ -405,7 +396,7 @@ class _Validator:
                 f"(from {source}); a process can use only one MIG slice",
                 "use gpu_count=1 with a larger MIG profile, or whole GPUs (nvidia.com/gpu)",
             )
-        if self.gpu_mode == "shared" and node.gpu_memory_gib is None:
+        if slice_of(node, self.gpu_mode) == "shared" and node.gpu_memory_gib is None:
             self.add(
                 "gpu-memory-undeclared",
                 node.name,

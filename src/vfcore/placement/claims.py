@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
-from vfcore.demand import SliceKind, pod_name
+from vfcore.demand import pod_name
 from vfcore.errors import InvalidInputError
+from vfcore.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
 from vfcore.params import parameter_issues
 from vfcore.quantity import canonical_units
-from vfcore.validate import check_gpu_mode, effective_replicas, gpu_resource_of, to_spec
+from vfcore.validate import effective_replicas, gpu_resource_of, to_spec
 
 if TYPE_CHECKING:
     from vfcore.flow import Flow
@@ -116,7 +117,7 @@ def parse_resources_option(text: str) -> dict[str, dict[str, str]]:
 def pod_requests(
     flow_or_spec: Flow | FlowSpec,
     *,
-    gpu_mode: str | None = "exclusive",
+    gpu_mode: GpuMode | str | None = "exclusive",
     gpu_resource_name: str | None = None,
     gpu_node_selector: tuple[str, str] | None = None,
     resources: Mapping[str, Mapping[str, str | int | float]] | None = None,
@@ -129,7 +130,7 @@ def pod_requests(
     (``quantity-not-positive``) or over 2**50 units (``quantity-out-of-range``).
     """
     spec = to_spec(flow_or_spec)
-    mode = check_gpu_mode(gpu_mode)
+    mode = parse_gpu_mode(gpu_mode)
     overrides = dict(resources or {})
     unknown = sorted(set(overrides) - set(spec.names))
     if unknown:
@@ -161,7 +162,7 @@ def pod_requests(
                 )
             if value > 0:
                 units[resource] = value
-        kind: SliceKind = "none"
+        kind = slice_of(node, mode)
         memory_mib = (
             None if node.gpu_memory_gib is None else round(node.gpu_memory_gib * GIB_IN_MIB)
         )
@@ -170,16 +171,11 @@ def pod_requests(
         if node.is_gpu:
             node_selector = (selector,)
             tolerations = (GPU_TOLERATION,)
-            if mode == "shared":
-                kind = "shared"
-            elif mode == "mix" and node.gpu_memory_gib is not None and node.gpu_count == 1:
-                kind = "mig"
-            else:
-                kind = "whole"
-                resource = gpu_resource_of(node, gpu_resource_name)
-                units[resource] = units.get(resource, 0) + node.gpu_count
         else:
             memory_mib = None
+        if kind == "whole":
+            resource = gpu_resource_of(node, gpu_resource_name)
+            units[resource] = units.get(resource, 0) + node.gpu_count
         requests = tuple(sorted(units.items()))
         for replica in range(effective_replicas(node)):
             pods.append(

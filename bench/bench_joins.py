@@ -23,7 +23,7 @@ import sys
 import time
 import tracemalloc
 
-from vfcore.join_policy import JoinPolicy
+from vfcore.flow.join_policy import JoinPolicy
 from vfcore.routing import JoinAssembler, Message
 
 TARGET_OFFERS_PER_S = 200_000

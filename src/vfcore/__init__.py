@@ -6,7 +6,38 @@ See ``docs/concepts.md``.
 """
 
 from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, Taint, Toleration, Unknown
-from vfcore.demand import (
+from vfcore.errors import (
+    ERROR,
+    WARNING,
+    Finding,
+    InvalidFlowError,
+    InvalidInputError,
+    Issue,
+    VfError,
+)
+from vfcore.flow.authoring import (
+    ConsumerNode,
+    Flow,
+    Node,
+    OneTaskProcessorNode,
+    ProcessorNode,
+    ProducerNode,
+    takes_ctx,
+)
+from vfcore.flow.gpu_mode import GpuMode
+from vfcore.flow.join_policy import JoinPolicy
+from vfcore.flow.names import PhysicalName, physical_name, physical_names
+from vfcore.flow.spec import BATCH, REALTIME, FlowSpec, NodeSpec
+from vfcore.flow.validate import (
+    DEFAULT_GPU_RESOURCE,
+    GPU_MODES,
+    RULES,
+    effective_replicas,
+    require_valid,
+    validate,
+)
+from vfcore.placement.claims import PodRequest, pod_requests
+from vfcore.placement.demand import (
     AutoscalingOptions,
     Demand,
     NodeShape,
@@ -18,29 +49,7 @@ from vfcore.demand import (
     pod_name,
     workload_of,
 )
-from vfcore.errors import (
-    ERROR,
-    WARNING,
-    Finding,
-    InvalidFlowError,
-    InvalidInputError,
-    Issue,
-    VfError,
-)
-from vfcore.explain import Explanation, explain
-from vfcore.flow import (
-    ConsumerNode,
-    Flow,
-    Node,
-    OneTaskProcessorNode,
-    ProcessorNode,
-    ProducerNode,
-    takes_ctx,
-)
-from vfcore.gpu_mode import GpuMode
-from vfcore.join_policy import JoinPolicy
-from vfcore.names import PhysicalName, physical_name, physical_names
-from vfcore.placement.claims import PodRequest, pod_requests
+from vfcore.placement.explain import Explanation, explain
 from vfcore.placement.packing import (
     SolverConfig,
     SolverReport,
@@ -59,15 +68,6 @@ from vfcore.routing.partition import (
     owner_of,
     partition_key,
     partition_of,
-)
-from vfcore.spec import BATCH, REALTIME, FlowSpec, NodeSpec
-from vfcore.validate import (
-    DEFAULT_GPU_RESOURCE,
-    GPU_MODES,
-    RULES,
-    effective_replicas,
-    require_valid,
-    validate,
 )
 
 __version__ = "0.1.0"

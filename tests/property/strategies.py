@@ -17,7 +17,7 @@ import networkx as nx
 from hypothesis import strategies as st
 
 from vfcore import FlowSpec, JoinPolicy, NodeSpec
-from vfcore.validate import effective_replicas
+from vfcore.flow.validate import effective_replicas
 
 #: Metadata fields every generated producer sets (so partitioning by them is legal).
 GLOBAL_KEYS = ("camera", "tenant")

@@ -18,7 +18,7 @@ from vfcore import (
     ProducerNode,
     validate,
 )
-from vfcore.spec import NodeSpec
+from vfcore.flow.spec import NodeSpec
 
 CLASSES = {
     "producer": ProducerNode,

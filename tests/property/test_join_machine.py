@@ -27,7 +27,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from vfcore.join_policy import JoinPolicy
+from vfcore.flow.join_policy import JoinPolicy
 from vfcore.routing import JoinAssembler, JoinOutput, Message, group_id_of
 
 # -- the reference model -------------------------------------------------------------

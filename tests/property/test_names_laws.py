@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from vfcore import physical_name
-from vfcore.names import K8S_NAME_MAX
+from vfcore.flow.names import K8S_NAME_MAX
 
 DNS_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")

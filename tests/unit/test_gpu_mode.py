@@ -19,7 +19,7 @@ from vfcore import (
     validate,
 )
 from vfcore.cluster import node
-from vfcore.gpu_mode import parse_gpu_mode, slice_of
+from vfcore.flow.gpu_mode import parse_gpu_mode, slice_of
 from vfcore.placement.packing import SolverConfig
 from vfcore.placement.planners import MixPlanner, WholeCardPlanner, planner_for
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from vfcore import BATCH, REALTIME, InvalidFlowError, InvalidInputError, VfError
-from vfcore.join_policy import JoinPolicy
+from vfcore.flow.join_policy import JoinPolicy
 from vfcore.routing import (
     DROP_REASONS,
     Dropped,

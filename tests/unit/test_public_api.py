@@ -23,7 +23,7 @@ def test_importing_vfcore_leaves_the_scheduler_and_scaling_unloaded():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(done.stdout))
-    assert {"vfcore.flow", "vfcore.validate"} <= loaded
+    assert {"vfcore.flow.authoring", "vfcore.flow.validate"} <= loaded
     assert loaded.isdisjoint(
         {
             "vfcore.placement.scheduler",

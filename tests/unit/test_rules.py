@@ -475,7 +475,7 @@ def test_realtime_join_without_timeout_waits_forever():
 
 
 def test_effective_join_policy_falls_back_to_the_flow_default():
-    from vfcore.validate import effective_join_policy
+    from vfcore.flow.validate import effective_join_policy
 
     spec = _time_join(None).spec()
     assert effective_join_policy(spec.node("j"), "realtime") == JoinPolicy.default_for("realtime")

@@ -47,9 +47,9 @@ from vfadapters.local.state import LiveNode, Replica, RunState, Voice
 from vfadapters.local.summary import RunSummary
 from vfadapters.local.supervision import Supervisor, install_forkserver
 from vfcore import REALTIME, Flow, FlowSpec, InvalidFlowError, InvalidInputError, validate
+from vfcore.flow.validate import effective_join_policy
 from vfcore.runtime.devices import GpuDevice
 from vfcore.runtime.layout import LocalLayout, PodLayout, local_layout
-from vfcore.validate import effective_join_policy
 
 __all__ = [
     "MAX_BUFFER_MIB",

@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
-from vfcore.demand import pod_name
 from vfcore.errors import InvalidInputError
-from vfcore.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
-from vfcore.params import parameter_issues
+from vfcore.flow.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
+from vfcore.flow.params import parameter_issues
+from vfcore.flow.spec import to_spec
+from vfcore.flow.validate import effective_replicas, gpu_resource_of
+from vfcore.placement.demand import pod_name
 from vfcore.quantity import canonical_units
-from vfcore.validate import effective_replicas, gpu_resource_of, to_spec
 
 if TYPE_CHECKING:
-    from vfcore.flow import Flow
-    from vfcore.spec import FlowSpec
+    from vfcore.flow.authoring import Flow
+    from vfcore.flow.spec import FlowSpec
 
 __all__ = ["GPU_TOLERATION", "PodRequest", "parse_resources_option", "pod_requests"]
 

@@ -24,19 +24,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
 from vfcore.errors import Problem
-from vfcore.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.spec import to_spec
+from vfcore.flow.validate import require_valid
 from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.fit import Unplaced
 from vfcore.placement.packing import PackingResult, SolverConfig, SolverReport, check_placement
 from vfcore.placement.planners import ModePlanner, name_list, placed_load, planner_for
 from vfcore.quantity import format_quantity
-from vfcore.validate import require_valid, to_spec
 
 if TYPE_CHECKING:
-    from vfcore.flow import Flow
+    from vfcore.flow.authoring import Flow
+    from vfcore.flow.spec import FlowSpec
     from vfcore.placement.mig import MigPlan
     from vfcore.placement.scheduler import SchedulerReport
-    from vfcore.spec import FlowSpec
 
 __all__ = ["NodeUsage", "Plan", "Problem", "Unplaced", "plan", "plan_pods"]
 

@@ -1,7 +1,7 @@
 """One planner per GPU mode, behind one interface: what :func:`vfcore.plan_pods` asks of a mode.
 
 :func:`planner_for` picks the planner once, from the parsed
-:class:`~vfcore.gpu_mode.GpuMode`; ``plan_pods`` then runs the same steps for
+:class:`~vfcore.flow.gpu_mode.GpuMode`; ``plan_pods`` then runs the same steps for
 every mode (split the pods, solve on the nodes of known occupancy, bracket the
 unknown ones, explain what did not fit, add the mode's findings) and never
 asks which mode it is in.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from vfcore.cluster import ClusterSnapshot, NodeState
 from vfcore.errors import Problem
-from vfcore.gpu_mode import GpuMode
+from vfcore.flow.gpu_mode import GpuMode
 from vfcore.placement.claims import PodRequest
 from vfcore.placement.fit import (
     Unplaced,

@@ -3,7 +3,7 @@
 :mod:`vfcore.routing.joins` holds the join assembler, a pure state machine that
 groups the messages of a join's parents by its :class:`vfcore.JoinPolicy`;
 :mod:`vfcore.routing.groups` the messages, groups and drops it takes and hands
-back. The policy itself is part of the flow (:mod:`vfcore.join_policy`).
+back. The policy itself is part of the flow (:mod:`vfcore.flow.join_policy`).
 :mod:`vfcore.routing.partition` hashes keys and says which replica of a
 partitioned node owns each one.
 """

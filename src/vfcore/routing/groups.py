@@ -65,7 +65,7 @@ class Group:
     ``first_ts_ms`` / ``last_ts_ms`` are the earliest and latest event time of
     the synchronised members (time mode; ``None`` in trace mode).
 
-    >>> from vfcore.join_policy import JoinPolicy
+    >>> from vfcore.flow.join_policy import JoinPolicy
     >>> from vfcore.routing.joins import JoinAssembler
     >>> a = JoinAssembler(("left", "right"), JoinPolicy())
     >>> a.offer("left", Message("t1", "L"), now_ms=0).groups

@@ -1,4 +1,4 @@
-"""The join assembler: carries out a join's :class:`~vfcore.join_policy.JoinPolicy`.
+"""The join assembler: carries out a join's :class:`~vfcore.flow.join_policy.JoinPolicy`.
 
 :class:`JoinAssembler` is the policy at work: a pure state machine (time is an
 argument, never read from a clock) that takes offered messages and hands back
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vfcore.errors import ERROR, InvalidFlowError, InvalidInputError, Issue
-from vfcore.join_policy import RULE, JoinPolicy, format_ms, join_policy_parent_problems
+from vfcore.flow.join_policy import RULE, JoinPolicy, format_ms, join_policy_parent_problems
 from vfcore.routing.groups import (
     EMPTY_OUTPUT,
     Dropped,

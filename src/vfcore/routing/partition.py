@@ -43,8 +43,8 @@ from types import MappingProxyType
 from typing import Final, Literal
 
 from vfcore.errors import InvalidInputError
-from vfcore.spec import TRACE_ID, NodeSpec
-from vfcore.validate import effective_replicas
+from vfcore.flow.spec import TRACE_ID, NodeSpec
+from vfcore.flow.validate import effective_replicas
 
 __all__ = [
     "JUMP_MAX_REPLICAS",

@@ -56,8 +56,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from vfcore.demand import AutoscalingOptions, Reason, autoscaling_rejections, pod_name
 from vfcore.errors import InvalidInputError
+from vfcore.flow.spec import FlowSpec, NodeSpec
+from vfcore.flow.validate import effective_replicas
+from vfcore.placement.demand import AutoscalingOptions, Reason, autoscaling_rejections, pod_name
 from vfcore.routing.partition import STRATEGIES, Strategy
 from vfcore.runtime.devices import (
     GPU_POLICIES,
@@ -67,8 +69,6 @@ from vfcore.runtime.devices import (
     GpuPolicy,
     assign_devices,
 )
-from vfcore.spec import FlowSpec, NodeSpec
-from vfcore.validate import effective_replicas
 
 __all__ = [
     "LOCAL_WAIVED_REASONS",

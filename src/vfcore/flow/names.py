@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vfcore.validate import to_spec
+from vfcore.flow.spec import to_spec
 
 if TYPE_CHECKING:
-    from vfcore.flow import Flow
-    from vfcore.spec import FlowSpec
+    from vfcore.flow.authoring import Flow
+    from vfcore.flow.spec import FlowSpec
 
 __all__ = ["K8S_NAME_MAX", "PhysicalName", "physical_name", "physical_names"]
 

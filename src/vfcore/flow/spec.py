@@ -18,10 +18,13 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.errors import ERROR, InvalidFlowError, Issue
-from vfcore.join_policy import JoinPolicy
+from vfcore.flow.join_policy import JoinPolicy
+
+if TYPE_CHECKING:
+    from vfcore.flow.authoring import Flow
 
 __all__ = [
     "BATCH",
@@ -35,6 +38,7 @@ __all__ = [
     "FlowType",
     "NodeKind",
     "NodeSpec",
+    "to_spec",
 ]
 
 FlowType = Literal["batch", "realtime"]
@@ -416,3 +420,19 @@ def _shape_issue(node: str | None, message: str) -> Issue:
 
 def _shape_error(node: str | None, message: str) -> InvalidFlowError:
     return InvalidFlowError([_shape_issue(node, message)])
+
+
+def to_spec(flow_or_spec: Flow | FlowSpec) -> FlowSpec:
+    """A FlowSpec from either a live :class:`~vfcore.Flow` or a FlowSpec.
+
+    A ``Flow`` is recognised by its ``spec()`` method, so this module needs no
+    import of the authoring classes.
+    """
+    if isinstance(flow_or_spec, FlowSpec):
+        return flow_or_spec
+    spec = getattr(flow_or_spec, "spec", None)
+    if callable(spec):
+        result = spec()
+        if isinstance(result, FlowSpec):
+            return result
+    raise TypeError(f"expected a Flow or FlowSpec, got {type(flow_or_spec).__name__}")

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vfcore.demand import (
+from vfcore.errors import InvalidFlowError, Issue
+from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.spec import FlowSpec, to_spec
+from vfcore.flow.validate import gpu_resource_of, validate
+from vfcore.placement.demand import (
     AutoscalingOptions,
     Demand,
     NodeShape,
@@ -14,13 +18,9 @@ from vfcore.demand import (
     gpu_demand,
     node_shapes,
 )
-from vfcore.errors import InvalidFlowError, Issue
-from vfcore.gpu_mode import GpuMode, parse_gpu_mode
-from vfcore.spec import FlowSpec
-from vfcore.validate import gpu_resource_of, to_spec, validate
 
 if TYPE_CHECKING:
-    from vfcore.flow import Flow
+    from vfcore.flow.authoring import Flow
 
 __all__ = ["Explanation", "explain"]
 

@@ -15,7 +15,7 @@ mode decides what a node's pods take.
 
 >>> parse_gpu_mode("mix") is GpuMode.MIX, GpuMode.MIX == "mix"
 (True, True)
->>> from vfcore.spec import NodeSpec
+>>> from vfcore.flow.spec import NodeSpec
 >>> det = NodeSpec("det", "processor", ("src",), device_type="gpu", gpu_memory_gib=10)
 >>> [slice_of(det, mode) for mode in GpuMode]
 ['whole', 'shared', 'mig']
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from vfcore.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from vfcore.spec import NodeSpec
+    from vfcore.flow.spec import NodeSpec
 
 __all__ = ["GPU_MODES", "GpuMode", "SliceKind", "parse_gpu_mode", "slice_of"]
 

@@ -20,9 +20,8 @@ Every inconsistency is reported at construction, with rule
 (quorum above the synchronised parents, collect windows naming non-parents)
 run in :func:`vfcore.validate`.
 
-This module's home is temporary: it moves into ``vfcore/flow/`` when
-``flow.py`` becomes the flow package. The assembler that carries a policy out
-is :class:`vfcore.routing.joins.JoinAssembler`.
+The assembler that carries a policy out is
+:class:`vfcore.routing.joins.JoinAssembler`.
 """
 
 from __future__ import annotations

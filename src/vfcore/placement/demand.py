@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.errors import INFO, InvalidFlowError, InvalidInputError, Reason
-from vfcore.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
-from vfcore.params import parameter_issues
-from vfcore.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
-from vfcore.validate import (
+from vfcore.flow.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
+from vfcore.flow.params import parameter_issues
+from vfcore.flow.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
+from vfcore.flow.validate import (
     effective_replicas,
     flow_size_issue,
     gpu_resource_of,
@@ -25,7 +25,7 @@ from vfcore.validate import (
 )
 
 if TYPE_CHECKING:
-    from vfcore.flow import Flow
+    from vfcore.flow.authoring import Flow
 
 __all__ = [
     "AutoscalingOptions",
@@ -182,7 +182,7 @@ def gpu_demand(
 ) -> Demand:
     """Per-pod GPU claims, totals per resource, and the largest single pod.
 
-    >>> from vfcore.spec import FlowSpec, NodeSpec
+    >>> from vfcore.flow.spec import FlowSpec, NodeSpec
     >>> spec = FlowSpec("f", "batch", (
     ...     NodeSpec("src", "producer"),
     ...     NodeSpec("det", "processor", ("src",), nb_tasks=3, device_type="gpu", gpu_count=2),

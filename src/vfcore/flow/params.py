@@ -1,7 +1,7 @@
 """Checks of single node parameters (rule ``invalid-parameter``).
 
 The same checks run when a node is constructed (which raises at once) and when
-a :class:`~vfcore.spec.FlowSpec` loaded from JSON is validated (which reports).
+a :class:`~vfcore.flow.spec.FlowSpec` loaded from JSON is validated (which reports).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 from collections.abc import Callable
 
 from vfcore.errors import ERROR, Issue
-from vfcore.join_policy import JoinPolicy
-from vfcore.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec, brief
+from vfcore.flow.join_policy import JoinPolicy
+from vfcore.flow.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec, brief
 
 __all__ = ["DEVICE_TYPES", "MAX_PODS_PER_FLOW", "MAX_REPLICAS_PER_NODE", "parameter_issues"]
 

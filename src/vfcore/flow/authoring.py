@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from vfcore.errors import ERROR, InvalidFlowError, Issue
-from vfcore.join_policy import JoinPolicy
-from vfcore.params import parameter_issues
-from vfcore.spec import (
+from vfcore.flow.join_policy import JoinPolicy
+from vfcore.flow.params import parameter_issues
+from vfcore.flow.spec import (
     BATCH,
     CONSUMER,
     FLOW_TYPES,

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
-from vfcore.gpu_mode import GPU_MODES, GpuMode, parse_gpu_mode, slice_of
-from vfcore.join_policy import JoinPolicy, join_policy_parent_problems
-from vfcore.params import MAX_PODS_PER_FLOW, parameter_issues
-from vfcore.spec import (
+from vfcore.flow.gpu_mode import GPU_MODES, GpuMode, parse_gpu_mode, slice_of
+from vfcore.flow.join_policy import JoinPolicy, join_policy_parent_problems
+from vfcore.flow.params import MAX_PODS_PER_FLOW, parameter_issues
+from vfcore.flow.spec import (
     BATCH,
     CONSUMER,
     ONE_TASK_PROCESSOR,
@@ -27,10 +27,11 @@ from vfcore.spec import (
     TRACE_ID,
     FlowSpec,
     NodeSpec,
+    to_spec,
 )
 
 if TYPE_CHECKING:
-    from vfcore.flow import Flow
+    from vfcore.flow.authoring import Flow
 
 __all__ = [
     "DEFAULT_GPU_RESOURCE",
@@ -77,20 +78,8 @@ RULES: dict[str, Severity] = {
 }
 
 
-def to_spec(flow_or_spec: Flow | FlowSpec) -> FlowSpec:
-    """A FlowSpec from either a live :class:`~vfcore.Flow` or a FlowSpec."""
-    if isinstance(flow_or_spec, FlowSpec):
-        return flow_or_spec
-    spec = getattr(flow_or_spec, "spec", None)
-    if callable(spec):
-        result = spec()
-        if isinstance(result, FlowSpec):
-            return result
-    raise TypeError(f"expected a Flow or FlowSpec, got {type(flow_or_spec).__name__}")
-
-
 #: The GPU mode named by a string (``None``: exclusive); an unknown one raises
-#: ``invalid-gpu-mode``. Kept under this name for callers; see :func:`vfcore.gpu_mode.parse_gpu_mode`.
+#: ``invalid-gpu-mode``. Kept under this name for callers; see :func:`vfcore.flow.gpu_mode.parse_gpu_mode`.
 check_gpu_mode = parse_gpu_mode
 
 

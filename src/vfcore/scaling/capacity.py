@@ -11,20 +11,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from vfcore.demand import pod_name
 from vfcore.errors import InvalidInputError
-from vfcore.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.spec import to_spec
+from vfcore.flow.validate import effective_replicas
 from vfcore.placement.claims import pod_requests
+from vfcore.placement.demand import pod_name
 from vfcore.scaling.observations import is_int
-from vfcore.validate import effective_replicas, to_spec
 
 if TYPE_CHECKING:
     from vfcore.cluster import ClusterSnapshot
-    from vfcore.flow import Flow
+    from vfcore.flow.authoring import Flow
+    from vfcore.flow.spec import FlowSpec
     from vfcore.placement.claims import PodRequest
     from vfcore.placement.packing import SolverConfig
     from vfcore.placement.plan import Plan
-    from vfcore.spec import FlowSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vfcore.demand import AutoscalingOptions, Reason, autoscaling_rejections
 from vfcore.errors import InvalidInputError
-from vfcore.gpu_mode import GpuMode, parse_gpu_mode
-from vfcore.join_policy import JoinPolicy
+from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.join_policy import JoinPolicy
+from vfcore.flow.spec import REALTIME, to_spec
+from vfcore.flow.validate import effective_replicas, require_valid
+from vfcore.placement.demand import AutoscalingOptions, Reason, autoscaling_rejections
 from vfcore.scaling.capacity import capacity_cap
 from vfcore.scaling.compare import ScalingComparison, compare_with_cluster
 from vfcore.scaling.hpa import HpaPrediction, HpaState, predict_hpa
@@ -24,14 +26,12 @@ from vfcore.scaling.rule import (
     check_scaling_rule,
     decide_replicas,
 )
-from vfcore.spec import REALTIME
-from vfcore.validate import effective_replicas, require_valid, to_spec
 
 if TYPE_CHECKING:
     from vfcore.cluster import ClusterSnapshot
-    from vfcore.flow import Flow
+    from vfcore.flow.authoring import Flow
+    from vfcore.flow.spec import FlowSpec
     from vfcore.placement.packing import SolverConfig
-    from vfcore.spec import FlowSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from vfcore.cluster import Unknown as ClusterUnknown
 from vfcore.errors import InvalidInputError
-from vfcore.join_policy import JoinPolicy
+from vfcore.flow.join_policy import JoinPolicy
 from vfcore.scaling.capacity import CapacityCap
 from vfcore.scaling.observations import (
     NOT_OBSERVED,

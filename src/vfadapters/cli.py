@@ -339,6 +339,17 @@ def _interruptible(work: Callable[[], T]) -> T:
     return value
 
 
+#: How many items a text listing shows before it says how many more there are.
+TEXT_LIST_LIMIT = 20
+
+
+def _first_few(names: Sequence[str], limit: int = TEXT_LIST_LIMIT) -> str:
+    """``a, b, c`` — or the first ``limit`` names and how many more (``--json`` has them all)."""
+    if len(names) <= limit:
+        return ", ".join(names)
+    return f"{', '.join(names[:limit])} and {len(names) - limit:,} more"
+
+
 def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
     from vfcore.quantity import format_human
 
@@ -392,10 +403,13 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
             out.write(f"  {node}: {', '.join(shown)}\n")
     if doc["unplaced"]:
         out.write("\nunplaced\n")
-        for item in doc["unplaced"]:
+        for item in doc["unplaced"][:TEXT_LIST_LIMIT]:
             out.write(f"  {item['summary']} [{item['kind']}]\n")
             if item["fix"]:
                 out.write(f"    fix: {item['fix']}\n")
+        hidden = len(doc["unplaced"]) - TEXT_LIST_LIMIT
+        if hidden > 0:
+            out.write(f"  … and {hidden:,} more unplaced pod(s); --json lists every one\n")
     if doc["fix"]:
         out.write(f"\nsmallest change that makes it fit: {doc['fix']}\n")
     if doc["unknown"]:
@@ -414,7 +428,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
     if sched:
         out.write(f"\nkube-scheduler model: {sched['verdict']}")
         if sched.get("stranded"):
-            out.write(f" (stranded: {', '.join(sched['stranded'])})")
+            out.write(f" (stranded: {_first_few(sched['stranded'])})")
         out.write("\n")
         remedy = sched.get("remedy")
         if remedy:

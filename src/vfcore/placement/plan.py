@@ -452,7 +452,8 @@ def _smallest_fix(
     cfg: SolverConfig,
 ) -> str | None:
     """The first of: one more node shaped like an existing one, or k more of them."""
-    unplaced = [p for p in pods if p.pod in set(result.unplaced)]
+    missing = set(result.unplaced)
+    unplaced = [p for p in pods if p.pod in missing]
     if not unplaced:
         return None
     templates: dict[tuple[object, ...], NodeState] = {}

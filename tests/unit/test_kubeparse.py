@@ -1164,14 +1164,23 @@ def test_kubeparse_and_the_snapshot_do_not_import_each_other() -> None:
     cluster = Path(__file__).resolve().parents[2] / "src" / "vfcore" / "cluster"
 
     def imported(module: str) -> set[str]:
-        tree = ast.parse((cluster / f"{module}.py").read_text(encoding="utf-8"))
+        """What ``module`` (a module, or a package and its modules) imports from outside itself."""
+        package = cluster / module
+        files = sorted(package.glob("*.py")) if package.is_dir() else [cluster / f"{module}.py"]
         found: set[str] = set()
-        for n in ast.walk(tree):
-            if isinstance(n, ast.ImportFrom) and n.module:
-                found.add(n.module)
-            elif isinstance(n, ast.Import):
-                found.update(a.name for a in n.names)
-        return {m for m in found if m.startswith("vfcore.cluster") or m == "vfcore"}
+        for path in files:
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(n, ast.ImportFrom) and n.module:
+                    found.add(n.module)
+                elif isinstance(n, ast.Import):
+                    found.update(a.name for a in n.names)
+        inside = f"vfcore.cluster.{module}"
+        return {
+            m
+            for m in found
+            if (m.startswith("vfcore.cluster") or m == "vfcore")
+            and not (package.is_dir() and (m == inside or m.startswith(inside + ".")))
+        }
 
     assert imported("nodes") == set()
     assert imported("kubeparse") == {"vfcore.cluster.nodes"}

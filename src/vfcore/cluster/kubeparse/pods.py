@@ -1,0 +1,134 @@
+"""Pods: what the scheduler counts for one pod (``resource.PodRequests``), and one pod item.
+
+The rules are in :mod:`vfcore.cluster.kubeparse`'s docstring (containers
+summed, sidecars added, init containers maxed, pod-level resources, overhead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vfcore.cluster.kubeparse.fields import (
+    Malformed,
+    add_into,
+    max_into,
+    read_mapping,
+    read_resource_list,
+    read_sequence,
+    read_string,
+    short,
+)
+from vfcore.errors import InvalidInputError
+from vfcore.quantity import CPU, MEMORY
+
+__all__ = ["PodOutcome", "pod_requests", "read_pod"]
+
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def _container_requests(container: object, field: str) -> tuple[dict[str, int], bool]:
+    """A container's requests (limits-only resources default to the limit) and whether it is a sidecar."""
+    body = read_mapping(container, field, required=True)
+    resources = read_mapping(body.get("resources"), f"{field}.resources")
+    requests = read_resource_list(resources.get("requests"), f"{field}.resources.requests")
+    limits = read_resource_list(resources.get("limits"), f"{field}.resources.limits")
+    merged = {**limits, **requests}
+    policy = body.get("restartPolicy")
+    if policy is not None and not isinstance(policy, str):
+        raise Malformed(f"{field}.restartPolicy", f"= {short(policy)} is not a string")
+    return merged, policy == "Always"
+
+
+def _supports_pod_level(resource: str) -> bool:
+    return resource in (CPU, MEMORY) or resource.startswith("hugepages-")
+
+
+def _requests_of(pod: Mapping[str, Any]) -> dict[str, int]:
+    spec = read_mapping(pod.get("spec"), "spec", required=True)
+    total: dict[str, int] = {}
+    for i, container in enumerate(read_sequence(spec.get("containers"), "spec.containers")):
+        requests, _ = _container_requests(container, f"spec.containers[{i}]")
+        add_into(total, requests)
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, container in enumerate(read_sequence(spec.get("initContainers"), "spec.initContainers")):
+        requests, is_sidecar = _container_requests(container, f"spec.initContainers[{i}]")
+        if is_sidecar:
+            add_into(total, requests)
+            add_into(sidecars, requests)
+            max_into(init_peak, sidecars)
+        else:
+            during = dict(requests)
+            add_into(during, sidecars)
+            max_into(init_peak, during)
+    max_into(total, init_peak)
+    pod_level = read_mapping(spec.get("resources"), "spec.resources")
+    if pod_level:
+        level_requests = read_resource_list(pod_level.get("requests"), "spec.resources.requests")
+        level_limits = read_resource_list(pod_level.get("limits"), "spec.resources.limits")
+        for name, units in sorted({**level_limits, **level_requests}.items()):
+            if _supports_pod_level(name):
+                total[name] = units
+    add_into(total, read_resource_list(spec.get("overhead"), "spec.overhead"))
+    return {name: units for name, units in sorted(total.items()) if units}
+
+
+def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
+    """What the scheduler counts for one pod, in canonical units (``pods`` not included).
+
+    Containers summed, sidecars (init containers with ``restartPolicy: Always``)
+    added, each ordinary init container maxed with the sidecars declared before
+    it, pod-level resources for cpu/memory, plus overhead; a resource given only
+    as a limit requests the limit. Zero-valued resources are left out.
+
+    >>> pod = {"spec": {"containers": [
+    ...     {"resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "2"}}},
+    ...     {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+    ...   "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
+    ...   "overhead": {"cpu": "250m"}}}
+    >>> pod_requests(pod)
+    {'cpu': 4250, 'memory': 1073741824, 'nvidia.com/gpu': 2}
+
+    Raises :class:`~vfcore.InvalidInputError` (``invalid-pod``) naming the
+    field and value when the pod cannot be read.
+    """
+    try:
+        return _requests_of(read_mapping(pod, "pod", required=True))
+    except Malformed as bad:
+        raise InvalidInputError(
+            "invalid-pod",
+            f"the pod cannot be read: {bad.reason}",
+            "give the pod as `kubectl get pod NAME -o json` prints it",
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class PodOutcome:
+    """One pod item: where it is bound and what it requests, or why it cannot be read."""
+
+    what: str
+    node: str | None
+    requests: dict[str, int] | None
+    problem: str | None
+
+
+def read_pod(item: Mapping[str, Any], where: str) -> PodOutcome | None:
+    """``None`` for a pod that does not count (finished, or not bound to a node)."""
+    what = where
+    node: str | None = None
+    try:
+        spec = read_mapping(item.get("spec"), "spec")
+        node = read_string(spec.get("nodeName"), "spec.nodeName")
+        status = read_mapping(item.get("status"), "status")
+        phase = read_string(status.get("phase"), "status.phase")
+        if phase in _TERMINAL_PHASES or node is None:
+            return None
+        meta = read_mapping(item.get("metadata"), "metadata", required=True)
+        namespace = read_string(meta.get("namespace"), "metadata.namespace") or "default"
+        name = read_string(meta.get("name"), "metadata.name", required=True)
+        what = f"pod/{namespace}/{name}"
+        return PodOutcome(what, node, _requests_of(item), None)
+    except Malformed as bad:
+        return PodOutcome(what, node, None, bad.reason)

@@ -1,61 +1,21 @@
-"""The ``vf`` command line.
-
-Exit codes: 0 ok; 1 runtime error; 2 usage error or invalid input (the flow has
-errors, a file does not load); 3 a strict verdict failed. ``--json`` prints
-exactly one JSON document on stdout; diagnostics go to stderr. Bad input never
-shows a traceback (set ``VF_DEBUG=1`` to see one for runtime errors).
-"""
+"""``vf plan FLOW --cluster PATH``: will the flow fit, and where will each pod land?"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any, NoReturn, TextIO, TypeVar
+from collections.abc import Callable
+from typing import Any, TextIO, TypeVar
 
-EXIT_OK, EXIT_RUNTIME, EXIT_INVALID, EXIT_STRICT = 0, 1, 2, 3
+from vfadapters.cli.inputs import add_gpu_options, load_spec
+from vfadapters.cli.output import EXIT_OK, EXIT_STRICT, TEXT_LIST_LIMIT, emit_json, first_few, table
+
 T = TypeVar("T")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"error: usage\n  {message}\n  hint: run `{self.prog} --help`\n")
-        raise SystemExit(EXIT_INVALID)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="vf",
-        description="Decide how stream-processing flows fit onto GPUs and clusters.",
-    )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    explain = sub.add_parser(
-        "explain",
-        help="validate a flow and print what it needs (no cluster needed)",
-        description="Validation issues, per-node replicas and workload kind, GPU demand "
-        "per resource, the largest pod, and autoscaling eligibility.",
-    )
-    explain.add_argument("flow", metavar="FLOW", help="flow.py, flow.py:factory or spec.json")
-    _add_gpu_options(explain)
-    explain.add_argument(
-        "--autoscaling", action="store_true", help="check the flow as deployed with autoscaling"
-    )
-    explain.add_argument(
-        "--gpu-autoscaling", action="store_true", help="let GPU nodes autoscale too"
-    )
-    explain.add_argument(
-        "--max-replicas", type=int, default=10, metavar="N", help="autoscaling ceiling (10)"
-    )
-    explain.add_argument("--json", action="store_true", help="print one JSON document")
-    explain.set_defaults(handler=_cmd_explain)
-
+def register(sub: Any) -> None:
+    """Add the ``plan`` subparser to ``vf``'s subcommands."""
     plan = sub.add_parser(
         "plan",
         help="will the flow fit on a cluster, and where will each pod land?",
@@ -70,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a directory with nodes.json and pods.json (kubectl get ... -o json), "
         "or one file holding a List of both",
     )
-    _add_gpu_options(plan)
+    add_gpu_options(plan)
     plan.add_argument(
         "--gpu-runtime-class", metavar="NAME", default=None, help="RuntimeClass for GPU pods"
     )
@@ -102,141 +62,6 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.set_defaults(handler=_cmd_plan)
 
-    # Commands that live in their own modules register themselves; each module
-    # imports nothing heavy at import time, so `vf --help` stays fast.
-    import importlib
-
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"vfadapters.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"vfadapters.commands.{name}":
-                raise
-            continue
-        module.register(sub)
-    return parser
-
-
-#: `vfadapters.commands.<name>` modules, each with ``register(subparsers)``.
-COMMAND_MODULES = ("scale", "run")
-
-
-def _add_gpu_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--gpu-mode",
-        choices=("exclusive", "shared", "mix"),
-        default="exclusive",
-        help="how GPU pods take GPUs (default: exclusive)",
-    )
-    p.add_argument(
-        "--gpu-resource-name",
-        metavar="R",
-        default=None,
-        help="deploy-wide GPU resource (default: nvidia.com/gpu)",
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    global _last_command
-    parser = _parser()
-    args = parser.parse_args(argv)
-    _last_command = args.command
-    if args.version:
-        from vfcore import __version__
-
-        print(f"vf {__version__}")
-        return EXIT_OK
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return EXIT_INVALID
-    from vfcore import InvalidFlowError, InvalidInputError
-
-    try:
-        code: int = args.handler(args)
-        return code
-    except InvalidFlowError as exc:
-        _report_issues(exc.issues, as_json=getattr(args, "json", False))
-        return EXIT_INVALID
-    except InvalidInputError as exc:
-        _report_error(exc.rule, exc.message, exc.hint, as_json=getattr(args, "json", False))
-        return EXIT_INVALID
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`vf explain ... | head`): stop quietly, as Unix tools do.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_RUNTIME
-    except Exception as exc:  # a bug or an environment failure: short, with a way to see more
-        if os.environ.get("VF_DEBUG"):
-            traceback.print_exc()
-        _report_error(
-            "internal-error",
-            f"{type(exc).__name__}: {exc}",
-            "set VF_DEBUG=1 to see the traceback, and report it",
-            as_json=getattr(args, "json", False),
-        )
-        return EXIT_RUNTIME
-
-
-def _emit_json(document: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, allow_nan=False) + "\n")
-
-
-def _report_error(rule: str, message: str, hint: str, *, as_json: bool) -> None:
-    sys.stderr.write(f"error: {rule}\n  {message}\n  hint: {hint}\n")
-    if as_json:
-        _emit_json({"error": {"rule": rule, "message": message, "hint": hint}})
-
-
-def _report_issues(issues: Sequence[Any], *, as_json: bool) -> None:
-    for issue in issues:
-        sys.stderr.write(issue.render() + "\n")
-    if as_json:
-        first = next((i for i in issues if i.is_error), issues[0])
-        _emit_json(
-            {
-                "error": {"rule": first.rule, "message": first.message, "hint": first.hint},
-                "valid": False,
-                "issues": [i.to_dict() for i in issues],
-            }
-        )
-
-
-def _load_spec(target: str) -> Any:
-    from vfadapters.loading import load_flow, split_target
-    from vfcore import FlowSpec
-
-    loaded = load_flow(target)
-    if isinstance(loaded, FlowSpec):
-        return loaded
-    spec = loaded.spec()
-    if loaded.name is None:
-        spec = replace(spec, name=split_target(target)[0].stem)
-    return spec
-
-
-def _cmd_explain(args: argparse.Namespace) -> int:
-    from vfcore import AutoscalingOptions, explain
-
-    spec = _load_spec(args.flow)
-    result = explain(
-        spec,
-        gpu_mode=args.gpu_mode,
-        gpu_resource_name=args.gpu_resource_name,
-        autoscaling=AutoscalingOptions(
-            enabled=args.autoscaling,
-            gpu_autoscaling=args.gpu_autoscaling,
-            max_replicas=args.max_replicas,
-        ),
-    )
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        _print_explanation(result.to_dict(), sys.stdout)
-    return EXIT_OK if result.valid else EXIT_INVALID
-
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from vfadapters.clusterload import load_cluster
@@ -245,7 +70,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from vfcore.placement.packing import SolverConfig
     from vfcore.placement.plan import plan
 
-    spec = _load_spec(args.flow)
+    spec = load_spec(args.flow)
     cluster = load_cluster(args.cluster)
     resources: dict[str, dict[str, str]] = {}
     for text in args.resources:
@@ -290,7 +115,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     doc = result.to_dict()
     doc["flow"] = {"name": spec.name, "flow_type": spec.flow_type}
     if args.json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         _print_plan(doc, cluster, sys.stdout)
     if args.strict_preflight and not result.passes_preflight:
@@ -339,17 +164,6 @@ def _interruptible(work: Callable[[], T]) -> T:
     return value
 
 
-#: How many items a text listing shows before it says how many more there are.
-TEXT_LIST_LIMIT = 20
-
-
-def _first_few(names: Sequence[str], limit: int = TEXT_LIST_LIMIT) -> str:
-    """``a, b, c`` — or the first ``limit`` names and how many more (``--json`` has them all)."""
-    if len(names) <= limit:
-        return ", ".join(names)
-    return f"{', '.join(names[:limit])} and {len(names) - limit:,} more"
-
-
 def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
     from vfcore.quantity import format_human
 
@@ -394,7 +208,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         )
     if len(rows) > 1:
         out.write("\nnodes\n")
-        _table(rows, out)
+        table(rows, out)
     if by_node:
         out.write("\npods by node\n")
         cards = doc["cards"]
@@ -428,7 +242,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
     if sched:
         out.write(f"\nkube-scheduler model: {sched['verdict']}")
         if sched.get("stranded"):
-            out.write(f" (stranded: {_first_few(sched['stranded'])})")
+            out.write(f" (stranded: {first_few(sched['stranded'])})")
         out.write("\n")
         remedy = sched.get("remedy")
         if remedy:
@@ -517,136 +331,3 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
 
 
 # END mix-mode block
-
-
-# -- text rendering ------------------------------------------------------------
-
-
-def _table(rows: list[list[str]], out: TextIO, indent: str = "  ") -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-        out.write(indent + line.rstrip() + "\n")
-
-
-def _device(node: dict[str, Any]) -> str:
-    if node["device_type"] != "gpu":
-        return "cpu"
-    text = f"gpu×{node['gpu_count']}"
-    if node["gpu_memory_gib"] is not None:
-        text += f" {node['gpu_memory_gib']:g}GiB"
-    if node["gpu_resource"] != "nvidia.com/gpu":
-        text += f" ({node['gpu_resource']})"
-    return text
-
-
-def _print_explanation(doc: dict[str, Any], out: TextIO) -> None:
-    from vfcore import JoinPolicy
-
-    flow = doc["flow"]
-    issues = doc["issues"]
-    errors = sum(1 for i in issues if i["severity"] == "error")
-    warnings = len(issues) - errors
-    state = "valid" if doc["valid"] else "INVALID"
-    out.write(
-        f"flow {flow['name']} ({flow['flow_type']}): {state} — "
-        f"{errors} error(s), {warnings} warning(s)\n"
-    )
-    for issue in issues:
-        where = f" ({issue['node']})" if issue["node"] else ""
-        out.write(f"\n{issue['severity']}: {issue['rule']}{where}\n")
-        out.write(f"  {issue['message']}\n  hint: {issue['hint']}\n")
-
-    out.write("\nnodes\n")
-    rows = [["NAME", "KIND", "REPLICAS", "WORKLOAD", "DEVICE", "PARTITION", "PARENTS", "JOIN"]]
-    for node in doc["nodes"]:
-        policy = node["join_policy"]
-        if policy:
-            join = JoinPolicy.from_dict(policy).describe()
-        elif len(node["parents"]) >= 2:
-            join = JoinPolicy.default_for(flow["flow_type"]).describe() + " (default)"
-        else:
-            join = "-"
-        rows.append(
-            [
-                node["name"],
-                node["kind"],
-                str(node["replicas"]),
-                node["workload"],
-                _device(node),
-                node["partition_by"] or "-",
-                ",".join(node["parents"]) or "-",
-                join,
-            ]
-        )
-    _table(rows, out)
-
-    demand = doc["gpu_demand"]
-    out.write(f"\ngpu demand ({demand['mode']} mode)\n")
-    if not demand["pods"]:
-        out.write("  no GPU pods\n")
-    else:
-        for resource, units in demand["total"].items():
-            out.write(f"  {resource}: {units} in total\n")
-        if demand["declared_gpu_memory_gib"]:
-            total = demand["total_gpu_memory_gib"]
-            suffix = "" if total is not None else " (some pods declare none: total unknown)"
-            out.write(
-                f"  declared VRAM: {demand['declared_gpu_memory_gib']:g} GiB in total{suffix}\n"
-            )
-        mig = [p["pod"] for p in demand["pods"] if p["slice"] == "mig"]
-        if mig:
-            out.write(f"  MIG slices (profile chosen at plan time): {len(mig)} pod(s)\n")
-        largest = demand["largest_pod"]
-        name = demand["largest_pod_name"]
-        if largest:
-            claims = ", ".join(f"{u} {r}" for r, u in largest.items())
-            out.write(f"  largest pod: {name} needs {claims} on one host\n")
-        elif demand["largest_pod_gpu_memory_gib"]:
-            out.write(
-                f"  largest pod: {name} needs {demand['largest_pod_gpu_memory_gib']:g} GiB of VRAM\n"
-            )
-        if demand["undeclared_memory"]:
-            out.write(f"  no gpu_memory_gib declared: {', '.join(demand['undeclared_memory'])}\n")
-
-    opts = doc["options"]
-    flag = "on" if opts["enabled"] else "off"
-    out.write(f"\nautoscaling (--autoscaling {flag})\n")
-    rows = []
-    for name, item in doc["autoscaling"].items():
-        if item["eligible"]:
-            rows.append(
-                [name, f"eligible: {item['min_replicas']}..{item['max_replicas']} replicas"]
-            )
-        else:
-            rows.append([name, "fixed: " + "; ".join(item["reasons"])])
-    if rows:
-        _table(rows, out)
-
-
-#: The command ``main`` ran last (``run()`` ends every other command at once).
-_last_command: str | None = None
-
-
-def run() -> None:
-    """Console-script entry point.
-
-    Every command but ``vf run`` ends the process as soon as it has answered
-    (stdout and stderr flushed, then ``os._exit``): a flow file that started a
-    non-daemon thread, or registered an ``atexit`` hook that blocks, would
-    otherwise keep ``vf explain`` from ever exiting. ``vf run`` exits the
-    usual way, so that its workers and shared memory are cleaned up.
-    """
-    code = main()
-    if _last_command == "run":
-        raise SystemExit(code)
-    import contextlib
-
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
-            stream.flush()
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    run()

@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from vfadapters.cli.inputs import load_spec
+from vfadapters.cli.output import EXIT_OK, emit_json, table
+
 _FORMAT_HINT = (
     'write {"<node>": {"current": 2, "parents": {"<parent>": {"pending": 120, '
     '"ack_pending": 3} or {"unknown": "<reason>"}}}} (see docs/scaling.md)'
@@ -120,7 +123,6 @@ def _load_observations(path: str) -> Any:
 
 
 def _cmd_scale(args: argparse.Namespace) -> int:
-    from vfadapters.cli import EXIT_OK, _emit_json, _load_spec
     from vfcore import AutoscalingOptions, InvalidInputError
     from vfcore.scaling import decide_flow, observations_from_dict
 
@@ -130,7 +132,7 @@ def _cmd_scale(args: argparse.Namespace) -> int:
             f"--target {args.target} must be >= 1 (messages one replica may have waiting)",
             "use the trigger's lagThreshold, e.g. --target 10",
         )
-    spec = _load_spec(args.flow)
+    spec = load_spec(args.flow)
     observations = observations_from_dict(_load_observations(args.observations))
     cluster = None
     if args.cluster is not None:
@@ -152,15 +154,13 @@ def _cmd_scale(args: argparse.Namespace) -> int:
     )
     doc = result.to_dict()
     if args.json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         _print_scale(doc, sys.stdout)
     return EXIT_OK
 
 
 def _print_scale(doc: dict[str, Any], out: TextIO) -> None:
-    from vfadapters.cli import _table
-
     flow = doc["flow"]
     out.write(
         f"scale decisions for flow {flow['name']} ({flow['flow_type']}), "
@@ -189,7 +189,7 @@ def _print_scale(doc: dict[str, Any], out: TextIO) -> None:
         if predicted:
             row.append(str(d["hpa"]["replicas"]) if "hpa" in d else "-")
         rows.append(row)
-    _table(rows, out)
+    table(rows, out)
     for name, d in decisions.items():
         out.write(f"\n{name}\n")
         out.write(f"  {d['message']}\n")

@@ -13,7 +13,15 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-EXIT_STOPPED = 130
+from vfadapters.cli.output import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_STOPPED,
+    EXIT_STRICT,
+    emit_json,
+    report_error,
+    table,
+)
 
 
 def register(sub: Any) -> None:
@@ -112,7 +120,6 @@ def register(sub: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from vfadapters.cli import EXIT_OK, EXIT_RUNTIME, EXIT_STRICT, _emit_json, _report_error
     from vfadapters.local import GpuRefusedError, run
 
     try:
@@ -134,11 +141,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             stall_warning_s=args.stall_warning,
         )
     except GpuRefusedError as exc:
-        _report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
+        report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
         return EXIT_STRICT
     doc = summary.to_dict()
     if args.json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         print_summary(doc, sys.stdout)
     if summary.status == "failed":
@@ -153,8 +160,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def print_summary(doc: dict[str, Any], out: TextIO) -> None:
-    from vfadapters.cli import _table
-
     flow = doc["flow"]
     out.write(
         f"run {flow['name']} ({flow['flow_type']}): {doc['status']} in {doc['duration_s']:.2f} s\n"
@@ -189,7 +194,7 @@ def print_summary(doc: dict[str, Any], out: TextIO) -> None:
                 str(n["restarts"]),
             ]
         )
-    _table(rows, out)
+    table(rows, out)
     evicted = [e for e in doc["edges"] if e["evicted"]]
     if evicted:
         out.write("\nevictions (REALTIME: a full buffer drops its oldest messages)\n")

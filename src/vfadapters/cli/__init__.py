@@ -1,0 +1,126 @@
+"""The ``vf`` command line.
+
+One module per command (:mod:`~vfadapters.cli.explain`, :mod:`~vfadapters.cli.plan`,
+:mod:`~vfadapters.cli.scale`, :mod:`~vfadapters.cli.run_command`), each with
+``register(subparsers)``, which adds its subparser and sets ``handler`` to a
+function ``(argparse.Namespace) -> int`` (the exit code). What they share on the
+way in is :mod:`~vfadapters.cli.inputs`, on the way out :mod:`~vfadapters.cli.output`.
+Command modules import heavy libraries inside their handlers, never at import
+time, so that ``vf --help`` and ``vf explain`` stay fast.
+
+Exit codes: 0 ok; 1 runtime error; 2 usage error or invalid input (the flow has
+errors, a file does not load); 3 a strict verdict failed. ``--json`` prints
+exactly one JSON document on stdout; diagnostics go to stderr. Bad input is
+raised as :class:`vfcore.InvalidInputError` or :class:`vfcore.InvalidFlowError`
+and printed here; it never shows a traceback (set ``VF_DEBUG=1`` to see one for
+runtime errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import NoReturn
+
+from vfadapters.cli import explain, plan, run_command, scale
+from vfadapters.cli.output import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_STOPPED,
+    report_error,
+    report_issues,
+)
+
+#: The command modules, in the order ``vf --help`` lists them.
+COMMANDS = (explain, plan, scale, run_command)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"error: usage\n  {message}\n  hint: run `{self.prog} --help`\n")
+        raise SystemExit(EXIT_INVALID)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="vf",
+        description="Decide how stream-processing flows fit onto GPUs and clusters.",
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    global _last_command
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _last_command = args.command
+    if args.version:
+        from vfcore import __version__
+
+        print(f"vf {__version__}")
+        return EXIT_OK
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_INVALID
+    from vfcore import InvalidFlowError, InvalidInputError
+
+    try:
+        code: int = args.handler(args)
+        return code
+    except InvalidFlowError as exc:
+        report_issues(exc.issues, as_json=getattr(args, "json", False))
+        return EXIT_INVALID
+    except InvalidInputError as exc:
+        report_error(exc.rule, exc.message, exc.hint, as_json=getattr(args, "json", False))
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_STOPPED
+    except BrokenPipeError:
+        # The reader went away (`vf explain ... | head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_RUNTIME
+    except Exception as exc:  # a bug or an environment failure: short, with a way to see more
+        if os.environ.get("VF_DEBUG"):
+            traceback.print_exc()
+        report_error(
+            "internal-error",
+            f"{type(exc).__name__}: {exc}",
+            "set VF_DEBUG=1 to see the traceback, and report it",
+            as_json=getattr(args, "json", False),
+        )
+        return EXIT_RUNTIME
+
+
+#: The command ``main`` ran last (``run()`` ends every other command at once).
+_last_command: str | None = None
+
+
+def run() -> None:
+    """Console-script entry point.
+
+    Every command but ``vf run`` ends the process as soon as it has answered
+    (stdout and stderr flushed, then ``os._exit``): a flow file that started a
+    non-daemon thread, or registered an ``atexit`` hook that blocks, would
+    otherwise keep ``vf explain`` from ever exiting. ``vf run`` exits the
+    usual way, so that its workers and shared memory are cleaned up.
+    """
+    code = main()
+    if _last_command == "run":
+        raise SystemExit(code)
+    import contextlib
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)

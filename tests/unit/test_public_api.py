@@ -33,3 +33,19 @@ def test_importing_vfcore_leaves_the_scheduler_and_scaling_unloaded():
             "vfcore.placement.mig",
         }
     )
+
+
+def test_every_public_name_is_documented_in_the_api_reference_with_its_home():
+    """docs/api.md lists every name of ``vfcore.__all__`` once, with the module defining it."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([^`]+)` \| \w+ \| `([^`]+)` \|", text, re.M))
+    assert sorted(rows) == sorted(vfcore.__all__), "docs/api.md and vfcore.__all__ differ"
+    wrong = {}
+    for name, home in rows.items():
+        defined = getattr(getattr(vfcore, name), "__module__", None)
+        if isinstance(defined, str) and defined.startswith("vfcore") and defined != home:
+            wrong[name] = (home, defined)
+    assert wrong == {}, "docs/api.md names the wrong home module"

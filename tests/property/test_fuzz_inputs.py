@@ -373,11 +373,25 @@ def test_an_unreadable_node_makes_the_verdict_unknown_unless_it_cannot_matter(
         without = _verdict(spec, others, not_on_it)
         assert without == "fits", (name, how, "fits only by counting on an unreadable node")
     elif mutated_verdict == "does-not-fit":
-        huge = copy.deepcopy(target)
-        huge.setdefault("status", {})["allocatable"] = dict(HUGE_ALLOCATABLE)
-        huge["status"]["capacity"] = dict(HUGE_ALLOCATABLE)
-        best = _verdict(spec, [*others, huge], not_on_it)
-        assert best == "does-not-fit", (name, how, "does-not-fit although an idle huge node fits")
+        # The most the unreadable node could be: idle, its readable allocatable entries as
+        # they are, a garbled entry at the node's status.capacity (kubelet never sets
+        # allocatable above capacity), and anything nothing bounds huge.
+        status = target.get("status", {})
+        garbled = {"garbage-gpu": "nvidia.com/gpu", "garbage-cpu": "cpu"}.get(how)
+        bound = dict(HUGE_ALLOCATABLE)
+        if how in ("garbage-gpu", "garbage-cpu"):
+            bound.update({k: v for k, v in status.get("allocatable", {}).items() if k != garbled})
+            if garbled in status.get("capacity", {}):
+                bound[garbled] = status["capacity"][garbled]
+        largest = copy.deepcopy(target)
+        largest.setdefault("status", {})["allocatable"] = bound
+        largest["status"]["capacity"] = bound
+        best = _verdict(spec, [*others, largest], not_on_it)
+        assert best == "does-not-fit", (
+            name,
+            how,
+            "does-not-fit although the node at its bound fits",
+        )
     event(f"{how}: {mutated_verdict}")
 
 

@@ -610,3 +610,30 @@ def test_flow_too_large_is_reported_by_validate_and_raised_by_explain_and_gpu_de
         with pytest.raises(InvalidFlowError) as info:
             call(over)
         assert info.value.issues[0].rule == "flow-too-large"
+
+
+@pytest.mark.parametrize(
+    ("memory", "valid"),
+    [
+        (1_048_576, True),  # the limit itself
+        (1_048_576.5, False),
+        (1_048_577, False),
+        (10**400, False),  # once an OverflowError inside math.isfinite
+        (float("inf"), False),
+        (float("nan"), False),
+        (0, False),
+    ],
+    ids=["at-limit", "half-over", "one-over", "10^400", "inf", "nan", "zero"],
+)
+def test_gpu_memory_gib_is_a_bounded_positive_number(memory, valid):
+    spec = spec_of(
+        NodeSpec("src", "producer"),
+        NodeSpec("det", "processor", ("src",), device_type="gpu", gpu_memory_gib=memory),
+        NodeSpec("out", "consumer", ("det",)),
+    )
+    errors = [i for i in validate(spec) if i.is_error]
+    if valid:
+        assert errors == []
+    else:
+        assert [(i.rule, i.node) for i in errors] == [("invalid-parameter", "det")]
+        assert "must be a number > 0 and <= 1,048,576" in errors[0].message

@@ -29,6 +29,10 @@ MAX_REPLICAS_PER_NODE = 10_000
 #: seconds and megabytes (rule ``flow-too-large``).
 MAX_PODS_PER_FLOW = 100_000
 
+#: The most VRAM one replica may declare (``gpu_memory_gib``): 1 PiB, far above any
+#: card (an H200 has 141 GiB), yet small enough that MiB arithmetic stays exact.
+MAX_GPU_MEMORY_GIB = 1_048_576
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -132,11 +136,11 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
     if memory is not None and (
         not isinstance(memory, int | float)
         or isinstance(memory, bool)
-        or not math.isfinite(memory)
-        or memory <= 0
+        or (isinstance(memory, float) and not math.isfinite(memory))
+        or not 0 < memory <= MAX_GPU_MEMORY_GIB
     ):
         bad(
-            f"gpu_memory_gib={brief(memory)} must be a number > 0",
+            f"gpu_memory_gib={brief(memory)} must be a number > 0 and <= {MAX_GPU_MEMORY_GIB:,}",
             "give the VRAM one replica needs in GiB, e.g. gpu_memory_gib=10",
         )
     if node.join_policy is not None and not isinstance(node.join_policy, JoinPolicy):

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 
 from vfcore import Flow, FlowSpec, InvalidFlowError, InvalidInputError
-from vfcore.flow.spec import brief
+from vfcore.errors import brief
 
 __all__ = [
     "INPUT_LIMIT_ENV",

@@ -637,3 +637,25 @@ def test_gpu_memory_gib_is_a_bounded_positive_number(memory, valid):
     else:
         assert [(i.rule, i.node) for i in errors] == [("invalid-parameter", "det")]
         assert "must be a number > 0 and <= 1,048,576" in errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "valid"),
+    [
+        ({"mode": "time", "tolerance_ms": 10**12, "timeout_ms": 10**12, "missing": "drop"}, True),
+        ({"mode": "time", "tolerance_ms": 10**12 + 1}, False),
+        ({"mode": "time", "tolerance_ms": 10**400}, False),  # once an OverflowError
+        ({"mode": "trace", "timeout_ms": 10**5000, "missing": "drop"}, False),  # once a ValueError
+        ({"mode": "trace", "max_pending": -(10**5000)}, False),
+        ({"mode": 10**5000}, False),
+    ],
+    ids=["at-limit", "one-over", "10^400", "5001-digit-timeout", "5001-digit-pending", "mode"],
+)
+def test_join_policy_numbers_are_bounded_and_huge_ones_are_named_errors(kwargs, valid):
+    if valid:
+        assert JoinPolicy(**kwargs).tolerance_ms == 10**12
+        return
+    with pytest.raises(InvalidFlowError) as info:
+        JoinPolicy(**kwargs)
+    assert info.value.issues[0].rule == "invalid-join-policy"
+    assert len(info.value.issues[0].message) < 400

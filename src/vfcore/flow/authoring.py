@@ -18,6 +18,7 @@ issue. Rules about the graph (cycles, joins, partition keys…) are checked by
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -208,9 +209,7 @@ def _requests_tuple(requests: object) -> tuple[tuple[str, str | int | float], ..
 
 
 def _with_parents(spec: NodeSpec, parents: tuple[str, ...]) -> NodeSpec:
-    from dataclasses import replace
-
-    return replace(spec, parents=parents)
+    return dataclasses.replace(spec, parents=parents)
 
 
 class ProducerNode(Node):

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vfcore.errors import ERROR, InvalidFlowError, Issue
+from vfcore.errors import ERROR, InvalidFlowError, Issue, brief
 
 __all__ = [
     "REALTIME_DEFAULT_TIMEOUT_MS",
@@ -56,8 +56,19 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+#: The longest timeout, tolerance or collect window a join policy may set: 10**12 ms
+#: (about 31 years). Longer is a typo, and would overflow the float arithmetic of
+#: event times.
+MAX_MS = 10**12
+
+
 def _positive(value: object) -> bool:
-    return _is_number(value) and math.isfinite(float(value)) and float(value) > 0  # type: ignore[arg-type]
+    """A number of milliseconds in ``(0, MAX_MS]`` (a huge int is not, and never overflows)."""
+    if not _is_number(value):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    return 0 < value <= MAX_MS  # type: ignore[operator]
 
 
 def _positive_int(value: object) -> bool:
@@ -78,10 +89,10 @@ def _normalise_collect(collect: object) -> tuple[tuple[str, Any], ...] | str | N
     pairs: list[tuple[str, Any]] = []
     for item in items:
         if not (isinstance(item, list | tuple) and len(item) == 2):
-            return f"collect entries must be (parent, window_ms) pairs, got {item!r}"
+            return f"collect entries must be (parent, window_ms) pairs, got {brief(item)}"
         parent, window = item
         if not isinstance(parent, str) or not parent:
-            return f"collect names parents by their non-empty name, got {parent!r}"
+            return f"collect names parents by their non-empty name, got {brief(parent)}"
         pairs.append((parent, window))
     names = [p for p, _ in pairs]
     if len(set(names)) != len(names):
@@ -192,32 +203,33 @@ def _policy_problems(policy: JoinPolicy) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     mode, timeout, tolerance = policy.mode, policy.timeout_ms, policy.tolerance_ms
     if mode not in _MODES:
-        out.append((f"mode={mode!r} is not a join mode", "use mode='trace' or mode='time'"))
+        out.append((f"mode={brief(mode)} is not a join mode", "use mode='trace' or mode='time'"))
     if policy.missing not in _MISSING:
         out.append(
             (
-                f"missing={policy.missing!r} is not a missing-half policy",
+                f"missing={brief(policy.missing)} is not a missing-half policy",
                 "use missing='drop', 'wait' or 'error'",
             )
         )
     if timeout is not None and not _positive(timeout):
         out.append(
             (
-                f"timeout_ms={timeout!r} must be a number > 0 (or None to wait forever)",
+                f"timeout_ms={brief(timeout)} must be a number > 0 and <= 10^12 "
+                "(or None to wait forever)",
                 "give the timeout in milliseconds, e.g. timeout_ms=500",
             )
         )
     if policy.missing == "wait" and timeout is not None:
         out.append(
             (
-                f"missing='wait' waits forever, yet timeout_ms={timeout!r} is set",
+                f"missing='wait' waits forever, yet timeout_ms={brief(timeout)} is set",
                 "drop timeout_ms, or choose missing='drop' or 'error' for what the timeout does",
             )
         )
     if not _positive_int(policy.max_pending):
         out.append(
             (
-                f"max_pending={policy.max_pending!r} must be an int >= 1",
+                f"max_pending={brief(policy.max_pending)} must be an int >= 1",
                 "bound the pending groups, e.g. max_pending=256",
             )
         )
@@ -235,7 +247,7 @@ def _policy_problems(policy: JoinPolicy) -> list[tuple[str, str]]:
             shown = dict(value) if name == "collect" and isinstance(value, tuple) else value
             out.append(
                 (
-                    f"{name}={shown!r} applies only to mode='time' (this policy is mode='trace')",
+                    f"{name}={brief(shown)} applies only to mode='time' (this policy is mode='trace')",
                     f"set mode='time' or remove {name}",
                 )
             )
@@ -243,7 +255,7 @@ def _policy_problems(policy: JoinPolicy) -> list[tuple[str, str]]:
         if tolerance is None or not _positive(tolerance):
             out.append(
                 (
-                    f"mode='time' needs tolerance_ms > 0, got {tolerance!r}",
+                    f"mode='time' needs tolerance_ms > 0 (and <= 10^12), got {brief(tolerance)}",
                     "say how far apart event timestamps of one group may lie, e.g. tolerance_ms=40",
                 )
             )
@@ -251,7 +263,7 @@ def _policy_problems(policy: JoinPolicy) -> list[tuple[str, str]]:
             if not _positive_int(policy.quorum):
                 out.append(
                     (
-                        f"quorum={policy.quorum!r} must be an int >= 1",
+                        f"quorum={brief(policy.quorum)} must be an int >= 1",
                         "give the number of synchronised parents a partial group needs",
                     )
                 )
@@ -268,7 +280,8 @@ def _policy_problems(policy: JoinPolicy) -> list[tuple[str, str]]:
                 if not _positive(window):
                     out.append(
                         (
-                            f"collect window for {parent!r} is {window!r}; it must be a number > 0",
+                            f"collect window for {brief(parent)} is {brief(window)}; it must be a number > 0 "
+                            "and <= 10^12",
                             "give each collected parent a window in ms, e.g. {'imu': 100}",
                         )
                     )

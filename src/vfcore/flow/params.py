@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from vfcore.errors import ERROR, Issue
+from vfcore.errors import ERROR, InvalidInputError, Issue, brief
 from vfcore.flow.join_policy import JoinPolicy
-from vfcore.flow.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec, brief
+from vfcore.flow.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec
+from vfcore.quantity import canonical_units
 
 __all__ = ["DEVICE_TYPES", "MAX_PODS_PER_FLOW", "MAX_REPLICAS_PER_NODE", "parameter_issues"]
 
@@ -164,9 +165,6 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
 
 
 def _check_requests(node: NodeSpec, bad: Callable[[str, str], None]) -> None:
-    from vfcore.errors import InvalidInputError
-    from vfcore.quantity import canonical_units
-
     requests = node.requests
     if not isinstance(requests, tuple) or not all(
         isinstance(item, tuple) and len(item) == 2 for item in requests

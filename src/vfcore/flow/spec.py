@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from vfcore.errors import ERROR, InvalidFlowError, Issue
+from vfcore.errors import ERROR, InvalidFlowError, Issue, brief
 from vfcore.flow.join_policy import JoinPolicy
 
 if TYPE_CHECKING:
@@ -263,33 +263,6 @@ def _kind_of(value: object) -> str:
     if isinstance(value, list | tuple):
         return "a list"
     return f"a {type(value).__name__}"
-
-
-def brief(value: object, limit: int = 60) -> str:
-    """``repr(value)``, short enough for a message, and safe for any value.
-
-    An integer too long to print (Python refuses more than 4,300 digits) is
-    described by its size; anything longer than ``limit`` is cut.
-
-    >>> brief(10**5000)
-    'an integer of 5001 digits'
-    >>> brief("x" * 100, limit=10)
-    "'xxxxx…(102 chars)"
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        magnitude = abs(value)
-        digits = int(magnitude.bit_length() * 0.30102999566398) + 1
-        if magnitude < 10 ** (digits - 1):
-            digits -= 1
-        sign = "a negative " if value < 0 else "an "
-        return f"{sign}integer of {digits} digits"
-    try:
-        text = repr(value)
-    except Exception:  # a user object whose repr fails: say what it is
-        return f"<{type(value).__name__}>"
-    if len(text) > limit:
-        return f"{text[: limit - 4]}…({len(text)} chars)"
-    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,8 @@ from vfcore.flow.spec import to_spec
 from vfcore.flow.validate import effective_replicas
 from vfcore.placement.claims import pod_requests
 from vfcore.placement.demand import pod_name
+from vfcore.placement.packing import SolverConfig
+from vfcore.placement.plan import plan_pods
 from vfcore.scaling.observations import is_int
 
 if TYPE_CHECKING:
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
     from vfcore.flow.authoring import Flow
     from vfcore.flow.spec import FlowSpec
     from vfcore.placement.claims import PodRequest
-    from vfcore.placement.packing import SolverConfig
     from vfcore.placement.plan import Plan
 
 
@@ -88,9 +89,6 @@ def capacity_cap(
     replicas, so asking for 8 gives ``placeable=5, limit=5``, and the sixth
     replica's line reads ``0/6 nodes fit detector/5: …``.
     """
-    from vfcore.placement.packing import SolverConfig
-    from vfcore.placement.plan import plan_pods
-
     spec = to_spec(flow_or_spec)
     if node not in spec.names:
         raise InvalidInputError(

@@ -41,7 +41,8 @@ class Import:
     source: str  # the importing module
     target: str  # the module imported from (resolved to a module of the tree if possible)
     name: str | None  # the name imported (from-imports)
-    module_level: bool
+    module_level: bool  # runs when the module is imported
+    in_function: bool  # runs when a function is called (not under `if TYPE_CHECKING:`)
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -69,6 +70,9 @@ def imports_of(root: Path) -> tuple[set[str], list[Import]]:
         top_level = {
             id(n) for stmt in tree.body if not _type_checking_only(stmt) for n in ast.walk(stmt)
         }
+        typing_only = {
+            id(n) for stmt in tree.body if _type_checking_only(stmt) for n in ast.walk(stmt)
+        }
         # statements inside functions are not module level even under a top-level statement
         nested = {
             id(n)
@@ -79,6 +83,7 @@ def imports_of(root: Path) -> tuple[set[str], list[Import]]:
         }
         for node in ast.walk(tree):
             at_module_level = id(node) in top_level and id(node) not in nested
+            in_function = id(node) in nested and id(node) not in typing_only
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -88,10 +93,10 @@ def imports_of(root: Path) -> tuple[set[str], list[Import]]:
                 for alias in node.names:
                     candidate = f"{base}.{alias.name}"
                     target = candidate if candidate in files else base
-                    found.append(Import(module, target, alias.name, at_module_level))
+                    found.append(Import(module, target, alias.name, at_module_level, in_function))
             elif isinstance(node, ast.Import):
                 for alias in node.names:
-                    found.append(Import(module, alias.name, None, at_module_level))
+                    found.append(Import(module, alias.name, None, at_module_level, in_function))
     return set(files), found
 
 
@@ -162,6 +167,33 @@ def test_vfcore_layers_import_downwards_only() -> None:
     assert upward_imports(SRC) == []
 
 
+#: Function-level imports vfcore keeps, all for laziness (docs/architecture.md).
+LAZY_IMPORTS = {
+    "ortools.sat.python",  # the solver, on the first solve
+    "vfcore.placement.scheduler",  # the scheduler model, when a plan predicts it
+    "vfcore.placement.mig",  # the MIG planner, in mix mode only
+}
+
+
+def function_level_imports(root: Path, package: str) -> list[str]:
+    _, found = imports_of(root)
+    return sorted(
+        f"{imp.source} imports {imp.target} inside a function"
+        for imp in found
+        if imp.source.split(".")[0] == package and imp.in_function
+    )
+
+
+def test_function_level_imports_in_vfcore_are_only_the_documented_lazy_ones() -> None:
+    def documented(line: str) -> bool:
+        source, target = line.removesuffix(" inside a function").split(" imports ")
+        if source == "vfcore":  # vfcore.__getattr__ resolves the lazily exported names
+            return True
+        return any(target == lazy or target.startswith(lazy + ".") for lazy in LAZY_IMPORTS)
+
+    assert [line for line in function_level_imports(SRC, "vfcore") if not documented(line)] == []
+
+
 # -- the checks catch what they exist for ---------------------------------------
 
 
@@ -216,3 +248,13 @@ def test_the_layer_check_finds_an_upward_import_but_allows_it_inside_a_function(
         }
     )
     assert upward_imports(root) == ["vfcore.flow (flow) imports vfcore.placement (placement)"]
+
+
+def test_the_function_level_check_sees_imports_inside_methods_but_not_at_module_level(tree) -> None:
+    root = tree(
+        {
+            "vfcore/__init__.py": "",
+            "vfcore/a.py": "import json\nclass A:\n    def f(self):\n        import math\n",
+        }
+    )
+    assert function_level_imports(root, "vfcore") == ["vfcore.a imports math inside a function"]

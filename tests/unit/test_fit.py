@@ -9,10 +9,10 @@ from vfcore.cluster import GpuInfo, Taint, node
 from vfcore.placement.claims import GPU_TOLERATION, PodRequest
 from vfcore.placement.fit import (
     NO_GPU_MEMORY_FACTS,
-    NOT_READY,
     SELECTOR_MISMATCH,
     TOO_MANY_PODS,
     UNSCHEDULABLE,
+    UNTOLERATED_TAINT,
     Ineligible,
     Insufficient,
     could_ever_hold,
@@ -172,7 +172,7 @@ CASES = [
         "untolerated taint",
         node("n", allocatable={GPU: 4}, taints=[TAINTED]),
         pod(1),
-        (Ineligible("node(s) had untolerated taint {dedicated: infra}"),),
+        (Ineligible(UNTOLERATED_TAINT),),
     ),
     (
         "selector mismatch",
@@ -180,7 +180,12 @@ CASES = [
         pod(1, selector=(("nvidia.com/gpu.present", "true"),)),
         (Ineligible(SELECTOR_MISMATCH),),
     ),
-    ("not ready", node("n", allocatable={GPU: 4}, ready=False), pod(1), (Ineligible(NOT_READY),)),
+    (
+        "not ready: its not-ready taint",
+        node("n", allocatable={GPU: 4}, ready=False),
+        pod(1),
+        (Ineligible(UNTOLERATED_TAINT),),
+    ),
     (
         "cordoned",
         node("n", allocatable={GPU: 4}, unschedulable=True),
@@ -238,16 +243,17 @@ def test_distinct_reasons_keep_the_nearest_miss_per_message() -> None:
     per_node = [
         (Insufficient(GPU, 4, 3, 4),),  # 3 short
         (Insufficient(GPU, 4, 1, 4), Insufficient("pods", 1, 110, 110)),  # 1 short
-        (Ineligible(NOT_READY),),
+        (Ineligible(UNTOLERATED_TAINT),),
         (),
     ]
     assert distinct_reasons(per_node) == (
         Insufficient(GPU, 4, 1, 4),
         Insufficient("pods", 1, 110, 110),
-        Ineligible(NOT_READY),
+        Ineligible(UNTOLERATED_TAINT),
     )
     assert summarise("p/0", 4, per_node) == (
-        "1/4 nodes fit p/0: 1 Too many pods, 1 node(s) were not ready, 2 Insufficient nvidia.com/gpu"
+        "1/4 nodes fit p/0: 1 Too many pods, 1 node(s) had untolerated taint(s), "
+        "2 Insufficient nvidia.com/gpu"
     )
     assert summarise("p/0", 4, [[r.message for r in rs] for rs in per_node]) == summarise(
         "p/0", 4, per_node
@@ -259,11 +265,11 @@ def test_unplaced_carries_objects_and_renders_messages() -> None:
         "p/0",
         "unschedulable",
         "0/2 nodes fit p/0: 2 Insufficient nvidia.com/gpu",
-        (Insufficient(GPU, 4, 1, 4), Ineligible(NOT_READY)),
+        (Insufficient(GPU, 4, 1, 4), Ineligible(UNTOLERATED_TAINT)),
         None,
     )
     assert u.reasons[0].message == "Insufficient nvidia.com/gpu"
-    assert u.to_dict()["reasons"] == ["Insufficient nvidia.com/gpu", NOT_READY]
+    assert u.to_dict()["reasons"] == ["Insufficient nvidia.com/gpu", UNTOLERATED_TAINT]
 
 
 def test_a_plan_explains_with_the_nearest_miss_and_its_numbers() -> None:

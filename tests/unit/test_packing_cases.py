@@ -112,8 +112,7 @@ def test_taints_selectors_and_node_conditions_make_nodes_ineligible():
     assert unplaced.kind == "unresolvable"
     assert unplaced.summary == (
         "0/4 nodes fit w/0: 1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint {dedicated: x}, 1 node(s) were not ready, "
-        "1 node(s) were unschedulable"
+        "1 node(s) were unschedulable, 2 node(s) had untolerated taint(s)"
     )
     tolerated = [
         *nodes[:3],

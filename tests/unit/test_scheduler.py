@@ -496,8 +496,7 @@ def test_filters_keep_pods_off_tainted_unlabelled_cordoned_and_not_ready_nodes()
     assert sim.stranded[0].reason == (
         "0/5 nodes fit w/1: 1 Insufficient nvidia.com/gpu, "
         "1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint {dedicated: infra}, "
-        "1 node(s) were not ready, 1 node(s) were unschedulable"
+        "1 node(s) were unschedulable, 2 node(s) had untolerated taint(s)"
     )
 
 

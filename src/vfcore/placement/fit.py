@@ -1,17 +1,38 @@
 """Whether a pod fits a node, and why not — NodeResourcesFit and friends, as data.
 
-The filters follow kube-scheduler: a node that is not Ready or is cordoned is
-skipped; the pod's node selector must match the node's labels; every taint
-with effect ``NoSchedule`` or ``NoExecute`` must be tolerated; and for every
-resource the pod requests, ``request <= allocatable - requested``, plus one
-more pod within the node's ``pods`` limit. This module is the one place that
-rule is written: a shortfall is an :class:`Insufficient` carrying its numbers,
-any other filter an :class:`Ineligible`, and :func:`never_reasons` says
-whether a node could ever hold a pod, whatever is bound there. Reasons use the
-scheduler's words so they read like ``kubectl describe`` output, and many
-reasons become one sorted line::
+The filters follow kube-scheduler's default profile, in its order
+(``pkg/scheduler/apis/config/v1/default_plugins.go``), and a node is counted
+once, at its *first* failing filter, as the scheduling framework does
+(``RunFilterPlugins`` stops at the first plugin that rejects a node):
 
-    0/12 nodes fit detector/3: 3 node(s) had untolerated taint {gpu: dedicated}, 9 Insufficient nvidia.com/gpu
+1. NodeUnschedulable — a cordoned node (``spec.unschedulable``), unless the
+   pod tolerates ``node.kubernetes.io/unschedulable:NoSchedule``;
+2. NodeName — not modelled (flow pods name no node);
+3. TaintToleration — every taint with effect ``NoSchedule`` or ``NoExecute``
+   must be tolerated. A node that is not Ready carries the node lifecycle
+   controller's ``node.kubernetes.io/not-ready:NoSchedule`` taint (added here
+   when a snapshot lacks it), so it fails *here*, not on a readiness check of
+   its own;
+4. NodeAffinity — the pod's node selector (and required affinity) must match;
+5. NodePorts — not modelled (flow pods ask for no host ports);
+6. NodeResourcesFit — for every resource the pod requests,
+   ``request <= allocatable - requested``, plus one more pod within the node's
+   ``pods`` limit. This one plugin reports *every* short resource of the node
+   (``fitsRequest``), so a node short of cpu and memory counts under both;
+7. vfcore's own rules, after every kube-scheduler filter (kube-scheduler would
+   place the pod there; the device plugin or kubelet would not serve it): a
+   GPU-sharing pool cannot serve a pod that needs more than one card, and a
+   ``shared`` slice needs the node's GPU memory facts.
+
+This module is the one place that rule is written: a shortfall is an
+:class:`Insufficient` carrying its numbers, any other filter an
+:class:`Ineligible`, and :func:`never_reasons` says whether a node could ever
+hold a pod, whatever is bound there. Reasons use kube-scheduler v1.36's words
+(taints as ``node(s) had untolerated taint(s)``, without naming the taint),
+and many nodes' reasons become one line that counts each reason string over
+the nodes, sorted as ``FitError.Error()`` sorts them::
+
+    0/12 nodes fit detector/3: 3 node(s) had untolerated taint(s), 9 Insufficient nvidia.com/gpu
 
 >>> from vfcore.cluster import node
 >>> gpu = "nvidia.com/gpu"
@@ -32,17 +53,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vfcore.cluster import NodeState
+from vfcore.cluster import NodeState, Taint
 from vfcore.placement.claims import PodRequest
 from vfcore.quantity import PODS
 
 __all__ = [
-    "NOT_READY",
+    "NOT_READY_TAINT",
     "NO_GPU_MEMORY_FACTS",
     "SELECTOR_MISMATCH",
     "SHARED_POOL",
     "TOO_MANY_PODS",
     "UNSCHEDULABLE",
+    "UNSCHEDULABLE_TAINT",
+    "UNTOLERATED_TAINT",
     "FitReason",
     "Ineligible",
     "Insufficient",
@@ -50,6 +73,7 @@ __all__ = [
     "UnplacedKind",
     "could_ever_hold",
     "distinct_reasons",
+    "effective_taints",
     "eligibility_reasons",
     "fits",
     "free_units",
@@ -57,6 +81,7 @@ __all__ = [
     "never_reasons",
     "reasons_on",
     "resource_reasons",
+    "scheduler_message",
     "sharing_reason",
     "shortfalls",
     "static_reasons",
@@ -64,10 +89,17 @@ __all__ = [
     "used_units",
 ]
 
-NOT_READY = "node(s) were not ready"
+# kube-scheduler v1.36's words: nodeunschedulable.ErrReasonUnschedulable,
+# tainttoleration.ErrReasonNotMatch, nodeaffinity.ErrReasonPod, and fitsRequest's "Too many pods".
 UNSCHEDULABLE = "node(s) were unschedulable"
+UNTOLERATED_TAINT = "node(s) had untolerated taint(s)"
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 TOO_MANY_PODS = "Too many pods"
+# The taint the node lifecycle controller puts on a NotReady node (TaintNodesByCondition), and
+# the one a pod must tolerate to pass NodeUnschedulable on a cordoned node.
+NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_CONDITION_TAINT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 SHARED_POOL = (
     "node(s) share GPUs by {sharing}: a pod needing {units} {resource} gets no whole cards"
 )
@@ -170,22 +202,48 @@ def message_of(reason: FitReason | str) -> str:
 # -- filters other than capacity ------------------------------------------------------------
 
 
+def effective_taints(node: NodeState) -> tuple[Taint, ...]:
+    """The node's taints as kube-scheduler sees them.
+
+    A node that is not Ready carries ``node.kubernetes.io/not-ready:NoSchedule``
+    (or ``unreachable``) from the node lifecycle controller; a snapshot without
+    it (hand-written, or taken before the controller acted) gets it here.
+
+    >>> from vfcore.cluster import node
+    >>> effective_taints(node("a", allocatable={}, ready=False))
+    (Taint(key='node.kubernetes.io/not-ready', value='', effect='NoSchedule'),)
+    >>> effective_taints(node("a", allocatable={}))
+    ()
+    """
+    if node.ready or any(
+        t.key in _CONDITION_TAINT_KEYS and t.effect == "NoSchedule" for t in node.taints
+    ):
+        return node.taints
+    return (*node.taints, NOT_READY_TAINT)
+
+
+def _tolerated(pod: PodRequest, taint: Taint) -> bool:
+    return any(t.tolerates(taint) for t in pod.tolerations)
+
+
 def eligibility_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
-    """Reasons, other than capacity, that keep ``pod`` off ``node`` (empty: eligible)."""
-    out: list[str] = []
-    if not node.ready:
-        out.append(NOT_READY)
-    if node.unschedulable:
-        out.append(UNSCHEDULABLE)
+    """The first kube-scheduler filter, other than capacity, that rejects ``pod`` on ``node``.
+
+    At most one reason (empty: eligible): NodeUnschedulable, TaintToleration,
+    NodeAffinity, in the default profile's order — the framework stops at a
+    node's first failing filter, so a cordoned node with an untolerated taint
+    counts only as ``node(s) were unschedulable``.
+    """
+    if node.unschedulable and not _tolerated(pod, UNSCHEDULABLE_TAINT):
+        return (UNSCHEDULABLE,)
+    for taint in effective_taints(node):
+        if taint.effect in _HARD_EFFECTS and not _tolerated(pod, taint):
+            return (UNTOLERATED_TAINT,)
     if pod.node_selector:
         labels = dict(node.labels)
         if any(labels.get(k) != v for k, v in pod.node_selector):
-            out.append(SELECTOR_MISMATCH)
-    for taint in node.taints:
-        if taint.effect in _HARD_EFFECTS and not any(t.tolerates(taint) for t in pod.tolerations):
-            out.append(f"node(s) had untolerated taint {taint.describe()}")
-            break
-    return tuple(out)
+            return (SELECTOR_MISMATCH,)
+    return ()
 
 
 def sharing_reason(pod: PodRequest, node: NodeState) -> str | None:
@@ -204,20 +262,25 @@ def sharing_reason(pod: PodRequest, node: NodeState) -> str | None:
     return None
 
 
-def static_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
-    """Why ``pod`` can never go on ``node``, whatever is bound there, capacity aside (empty: none).
-
-    The eligibility filters (:func:`eligibility_reasons`), the sharing rule
-    (:func:`sharing_reason`) and, for a ``shared`` slice, the GPU memory facts
-    it is sized by.
-    """
-    reasons = eligibility_reasons(pod, node)
-    shared = sharing_reason(pod, node)
+def _vfcore_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
+    """vfcore's own rules, checked after every kube-scheduler filter (at most one reason)."""
     if pod.slice == "shared" and (
         node.gpu is None or not node.gpu.memory_mib or not node.gpu.count
     ):
-        reasons = (*reasons, NO_GPU_MEMORY_FACTS)
-    return (*reasons, shared) if shared else reasons
+        return (NO_GPU_MEMORY_FACTS,)
+    shared = sharing_reason(pod, node)
+    return (shared,) if shared else ()
+
+
+def static_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
+    """Why ``pod`` can never go on ``node``, whatever is bound there, capacity aside (empty: none).
+
+    The first failing filter, capacity aside: the kube-scheduler filters
+    (:func:`eligibility_reasons`), then vfcore's own — for a ``shared`` slice
+    the GPU memory facts it is sized by, then the sharing rule
+    (:func:`sharing_reason`). At most one reason.
+    """
+    return eligibility_reasons(pod, node) or _vfcore_reasons(pod, node)
 
 
 # -- capacity -------------------------------------------------------------------------------
@@ -279,11 +342,27 @@ def fits(pod: PodRequest, node: NodeState, extra: Mapping[str, int] | None = Non
 def reasons_on(
     pod: PodRequest, node: NodeState, extra: Mapping[str, int] | None = None
 ) -> tuple[FitReason, ...]:
-    """Why ``pod`` is not on ``node`` now: its static reasons if any, else its shortfalls."""
-    static = static_reasons(pod, node)
-    if static:
-        return tuple(Ineligible(r) for r in static)
-    return shortfalls(pod, node, extra)
+    """Why ``pod`` is not on ``node`` now: the reasons of its first failing filter (empty: it fits).
+
+    The kube-scheduler filters before capacity (:func:`eligibility_reasons`:
+    one reason), else NodeResourcesFit's shortfalls (every short resource, as
+    ``fitsRequest`` reports them), else vfcore's own rules (one reason).
+
+    >>> from vfcore.cluster import node
+    >>> p = PodRequest("p/0", "p", 0, (("cpu", 4000), ("memory", 8)))
+    >>> [r.message for r in reasons_on(p, node("a", allocatable={"cpu": 1000, "memory": 1}))]
+    ['Insufficient cpu', 'Insufficient memory']
+    >>> full = node("b", allocatable={"cpu": 1000, "memory": 1}, unschedulable=True)
+    >>> [r.message for r in reasons_on(p, full)]  # the framework stops at the first failing filter
+    ['node(s) were unschedulable']
+    """
+    kube = eligibility_reasons(pod, node)
+    if kube:
+        return tuple(Ineligible(r) for r in kube)
+    short = shortfalls(pod, node, extra)
+    if short:
+        return short
+    return tuple(Ineligible(r) for r in _vfcore_reasons(pod, node))
 
 
 # -- could this node ever hold this pod -----------------------------------------------------
@@ -294,21 +373,25 @@ def never_reasons(
 ) -> tuple[FitReason, ...]:
     """Why ``node`` can never hold ``pod``, whatever is bound there (empty: it could).
 
-    Its static reasons (:func:`static_reasons`), then every request above what
-    the node could ever offer: its allocatable, or ``capacity[resource]`` where
-    the caller knows the node could advertise more (mix mode re-partitions
-    idle cards). A busy node that could hold the pod once freed has none.
+    The first failing filter, as :func:`reasons_on` orders them, on the
+    emptied node: the kube-scheduler filters before capacity, then every
+    request above what the node could ever offer — its allocatable, or
+    ``capacity[resource]`` where the caller knows the node could advertise
+    more (mix mode re-partitions idle cards) — then vfcore's own rules. A busy
+    node that could hold the pod once freed has none.
     """
-    static = static_reasons(pod, node)
-    if static:
-        return tuple(Ineligible(r) for r in static)
+    kube = eligibility_reasons(pod, node)
+    if kube:
+        return tuple(Ineligible(r) for r in kube)
     most = capacity or {}
-    out = []
+    out: list[FitReason] = []
     for resource, units in pod.requests:
         have = most.get(resource, node.allocatable_of(resource))
         if units > have:
             out.append(Insufficient(resource, units, 0, have))
-    return tuple(out)
+    if out:
+        return tuple(out)
+    return tuple(Ineligible(r) for r in _vfcore_reasons(pod, node))
 
 
 def could_ever_hold(
@@ -344,17 +427,47 @@ def _nearer(a: FitReason, b: FitReason) -> bool:
     return False
 
 
-def summarise(
-    pod: str, total_nodes: int, reasons_per_node: Iterable[Iterable[FitReason | str]]
-) -> str:
-    """The scheduler's one-line form: ``0/3 nodes fit p/0: 1 Too many pods, 2 Insufficient cpu``."""
+def _histogram(reasons_per_node: Iterable[Iterable[FitReason | str]]) -> tuple[int, list[str]]:
+    """How many nodes have no reason, and the sorted ``"<count> <reason>"`` strings."""
     counts: Counter[str] = Counter()
     fitting = 0
     for reasons in reasons_per_node:
-        distinct = sorted({message_of(r) for r in reasons})
+        distinct = {message_of(r) for r in reasons}
         if not distinct:
             fitting += 1
         counts.update(distinct)
-    parts = sorted(f"{n} {reason}" for reason, n in counts.items())
+    return fitting, sorted(f"{n} {reason}" for reason, n in counts.items())
+
+
+def scheduler_message(
+    total_nodes: int, reasons_per_node: Iterable[Iterable[FitReason | str]]
+) -> str:
+    """kube-scheduler's own ``FailedScheduling`` message for these nodes, preemption aside.
+
+    ``FitError.Error()``: ``0/N nodes are available: <sorted counts>.`` — the
+    filter part only; the ``preemption: …`` suffix kube-scheduler's
+    DefaultPreemption appends is not modelled.
+
+    >>> scheduler_message(3, [["Insufficient cpu"], ["Insufficient cpu"], ["Too many pods"]])
+    '0/3 nodes are available: 1 Too many pods, 2 Insufficient cpu.'
+    """
+    _, parts = _histogram(reasons_per_node)
+    text = f"0/{total_nodes} nodes are available:"
+    return f"{text} {', '.join(parts)}." if parts else text
+
+
+def summarise(
+    pod: str, total_nodes: int, reasons_per_node: Iterable[Iterable[FitReason | str]]
+) -> str:
+    """The scheduler's one-line form: ``0/3 nodes fit p/0: 1 Too many pods, 2 Insufficient cpu``.
+
+    As kube-scheduler's ``FitError.Error()`` (package ``pkg/scheduler/framework``) builds it:
+    each reason string is counted over the nodes (a node short of cpu and
+    memory counts under both), and the ``"<count> <reason>"`` strings are
+    sorted as strings (so ``10 …`` sorts before ``2 …``). Callers pass each
+    node's first failing filter (:func:`reasons_on`). kube-scheduler prefixes
+    ``0/N nodes are available:``; vfcore's prefix also says how many fit.
+    """
+    fitting, parts = _histogram(reasons_per_node)
     text = f"{fitting}/{total_nodes} nodes fit {pod}"
     return f"{text}: {', '.join(parts)}" if parts else text

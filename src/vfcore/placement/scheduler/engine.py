@@ -146,8 +146,10 @@ class Engine:
         if found is None:
             pod = self.kind_pod[kind]
             found = eligibility_reasons(pod, self.static_node[static])
-            if pod.node in self.affinity and pod.node not in self.static_allowed[static]:
-                found = (*found, SELECTOR_MISMATCH)
+            # NodeAffinity comes after eligibility_reasons' filters: a node counts at its first.
+            allowed = self.static_allowed[static]
+            if not found and pod.node in self.affinity and pod.node not in allowed:
+                found = (SELECTOR_MISMATCH,)
             self._eligible[key] = found
         return found
 

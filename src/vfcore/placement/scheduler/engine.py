@@ -8,7 +8,7 @@ load) and scores each distinct (pod kind, node state) once. The greedy run
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Literal, cast
 
@@ -24,7 +24,7 @@ from vfcore.placement.fit import (
 from vfcore.placement.scheduler.scoring import ScoringConfig, nonzero_request, plugin_scores
 from vfcore.quantity import CPU, MEMORY, PODS
 
-__all__ = ["Engine"]
+__all__ = ["Budget", "Engine", "num_feasible_nodes_to_find"]
 
 _MISSING = object()
 
@@ -73,6 +73,7 @@ class Engine:
         self.static_alloc: list[tuple[int, ...]] = []
         self.static_node: list[NodeState] = []
         self.static_allowed: list[frozenset[str]] = []
+        label_keys = {k for p in pods for k, _ in p.node_selector}
         for n in cluster.nodes:
             state = n
             if not n.occupancy_known:
@@ -87,7 +88,10 @@ class Engine:
             used += [used[self.index[CPU]], used[self.index[MEMORY]]]
             self.base[n.name] = tuple(used)
             allowed = frozenset(w for w, hosts in affinity.items() if n.name in hosts)
-            key = (alloc, n.labels, n.taints, n.ready, n.unschedulable, allowed)
+            # Only labels some pod selects on tell nodes apart: every real node has its own
+            # kubernetes.io/hostname label, and keying on all labels made each node a class.
+            labels = tuple((k, v) for k, v in n.labels if k in label_keys)
+            key = (alloc, labels, n.taints, n.ready, n.unschedulable, allowed)
             sid = static_ids.get(key)
             if sid is None:
                 sid = static_ids[key] = len(self.static_alloc)
@@ -229,3 +233,73 @@ class Engine:
                 reasons = resource_reasons(pod, node, extra)
             per_node.extend([reasons] * len(members))
         return summarise(pod.pod, len(self.nodes), per_node)
+
+
+class Budget:
+    """How much the model may spend: a work bound and, when a clock is given, a deadline.
+
+    ``work`` counts node states scanned (one pod against one distinct node
+    state), the unit the tie search and the greedy runs spend; ``seconds``
+    bounds the wall clock read from ``clock`` (the caller's, e.g.
+    ``time.monotonic``; vfcore reads no clock itself). ``spent`` says whether
+    either bound was reached; ``cut`` records each phase that was cut short.
+    """
+
+    def __init__(
+        self,
+        work: int,
+        *,
+        seconds: float | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.work = work
+        self.used = 0
+        self.clock = clock
+        self.deadline = None if seconds is None or clock is None else clock() + seconds
+        self.cut: list[str] = []
+
+    def charge(self, units: int) -> bool:
+        """Spend ``units``; False once the work bound or the deadline is passed."""
+        self.used += units
+        if self.used > self.work:
+            return False
+        return not self.out_of_time()
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and self.clock is not None and self.clock() > self.deadline
+
+    def share(self, work: int) -> Budget:
+        """A child budget of at most ``work`` units that keeps this one's deadline."""
+        child = Budget(work)
+        child.clock = self.clock
+        child.deadline = self.deadline
+        return child
+
+
+#: kube-scheduler's ``minFeasibleNodesToFind`` and ``minFeasibleNodesPercentageToFind``.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes kube-scheduler looks for before it stops filtering.
+
+    ``schedulePod``'s ``numFeasibleNodesToFind`` with ``percentageOfNodesToScore``
+    unset (0, adaptive): below 100 nodes, all of them; otherwise
+    ``50 - N/125`` percent of the ``N`` nodes (at least 5 %), never fewer than
+    100. The scan starts where the previous cycle stopped (a rotating index),
+    so which nodes make the sample changes from pod to pod.
+
+    >>> num_feasible_nodes_to_find(50), num_feasible_nodes_to_find(200)
+    (50, 100)
+    >>> num_feasible_nodes_to_find(2_000), num_feasible_nodes_to_find(10_000)
+    (680, 500)
+    """
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return num_all_nodes
+    adaptive = percentage
+    if adaptive <= 0:
+        adaptive = 50 - num_all_nodes // 125
+        adaptive = max(adaptive, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    found = num_all_nodes * adaptive // 100
+    return max(found, MIN_FEASIBLE_NODES_TO_FIND)

@@ -11,8 +11,8 @@ from typing import Any, Literal, TypeAlias
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.scheduler.engine import Engine
-from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
+from vfcore.placement.scheduler.engine import Budget, Engine, num_feasible_nodes_to_find
+from vfcore.placement.scheduler.results import SchedulerPrediction, Simulation, Verdict
 from vfcore.placement.scheduler.scoring import ScoringConfig
 from vfcore.placement.scheduler.simulation import (
     ByPodCount,
@@ -23,13 +23,26 @@ from vfcore.placement.scheduler.simulation import (
     TiePolicy,
     normalise_affinity,
     ordered_pods,
+    run_bounded,
     run_greedy,
 )
 
-__all__ = ["DEFAULT_MAX_BRANCHES", "DEFAULT_SAMPLES", "predict"]
+__all__ = [
+    "DEFAULT_MAX_BRANCHES",
+    "DEFAULT_MAX_WORK",
+    "DEFAULT_SAMPLES",
+    "MAX_SEARCH_WORK",
+    "predict",
+]
 
 #: Search nodes (pod × cluster load state) the exhaustive tie search may visit.
 DEFAULT_MAX_BRANCHES = 20_000
+#: Node states (one pod against one distinct node state) one prediction may scan, tie
+#: search and bounded runs together: about a second of Python; past it the search stops
+#: and says so (``docs/scheduler-model.md``, "Bounds and the scan window").
+DEFAULT_MAX_WORK = 2_000_000
+#: The most of it the exhaustive tie search may take (its memo holds what it scanned).
+MAX_SEARCH_WORK = 150_000
 #: Seeded random tie policies the bounded search runs (besides first and last).
 DEFAULT_SAMPLES = 8
 
@@ -150,7 +163,7 @@ def _with_chain(sub: _Sub, chain: list[int], multiplier: int) -> _Sub:
     )
 
 
-def _explore(engine: Engine, budget: int) -> tuple[_Sub, int]:
+def _explore(engine: Engine, budget: int, meter: Budget | None = None) -> tuple[_Sub, int]:
     """Depth-first over every tie-break outcome, memoised on (pod index, multiset of node states).
 
     Forced steps (one best state, or none) are followed in a loop; only real
@@ -174,7 +187,7 @@ def _explore(engine: Engine, budget: int) -> tuple[_Sub, int]:
                 frame.tail = hit
                 return
             visited += 1
-            if visited > budget:
+            if visited > budget or (meter is not None and not meter.charge(len(state))):
                 raise _OverBudget
             kind = engine.kind_of[i]
             _, tied = engine.best(kind, (sid for sid, _ in state))
@@ -184,6 +197,9 @@ def _explore(engine: Engine, budget: int) -> tuple[_Sub, int]:
                 frame.multiplier *= dict(state)[tied[0]]
                 state = _move(state, tied[0], engine.successor(kind, tied[0]))
             else:
+                # building a child state per tied state copies the state: charge it first
+                if meter is not None and not meter.charge(len(state) * len(tied)):
+                    raise _OverBudget
                 counts = dict(state)
                 frame.branch = (i, state)
                 frame.children = [_move(state, sid, engine.successor(kind, sid)) for sid in tied]
@@ -275,14 +291,21 @@ def _predict_known(
     unknown_as: Literal["empty", "full"],
     max_branches: int,
     samples: int,
+    budget: Budget,
 ) -> SchedulerPrediction:
     engine = Engine(pods, cluster, config, affinity, unknown_as)
     order = tuple(p.pod for p in pods)
+    window = _window(engine)
+    meter = budget.share(min(max(0, budget.work - budget.used) // 4, MAX_SEARCH_WORK))
     try:
-        sub, visited = _explore(engine, max_branches)
+        sub, visited = _explore(engine, max_branches, meter)
     except _OverBudget:
-        return _predict_sampled(engine, pods, samples, max_branches)
+        budget.used += meter.used
+        return _predict_sampled(engine, pods, samples, meter, budget, window)
+    budget.used += meter.used
     verdict: Verdict = "lands" if sub.all_land else ("at-risk" if sub.any_land else "strands")
+    reason = _reason(verdict, sub.outcomes, True, _names(pods, sub.sometimes), sub.p_strand)
+    verdict, reason = _windowed(verdict, reason, window)
     strand_choices = _unpack(sub.strand_path)
     land_choices = _unpack(sub.land_path)
     sometimes = _names(pods, sub.sometimes)
@@ -301,38 +324,108 @@ def _predict_known(
         else run_greedy(engine, ScriptedTies(land_choices)),
         order=order,
         config=config,
-        reason=_reason(verdict, sub.outcomes, True, sometimes, sub.p_strand),
+        reason=reason,
         node_outcomes=sub.node_outcomes,
         strand_probability=sub.p_strand,
     )
 
 
+def _window(engine: Engine) -> tuple[int, int]:
+    """(most nodes any pod fits on the cluster as given, kube-scheduler's numFeasibleNodesToFind).
+
+    Capacity only shrinks as pods bind, so no pod ever has more feasible nodes
+    than it has here: when this count is within the window, kube-scheduler
+    scores every feasible node and the window cannot change a placement.
+    """
+    classes = engine.initial_classes()
+    widest = 0
+    for kind in range(len(engine.kind_pod)):
+        feasible = sum(
+            len(members)
+            for sid, members in classes.items()
+            if engine.evaluate(kind, sid) is not None
+        )
+        widest = max(widest, feasible)
+    return widest, num_feasible_nodes_to_find(len(engine.nodes))
+
+
+def _windowed(verdict: Verdict, reason: str, window: tuple[int, int]) -> tuple[Verdict, str]:
+    """``lands`` becomes ``at-risk`` when the scan window could change which node a pod gets."""
+    widest, scored = window
+    if verdict != "lands" or widest <= scored:
+        return verdict, reason
+    return "at-risk", (
+        f"{reason}; but a pod fits on {widest} nodes and kube-scheduler scores only the first "
+        f"{scored} feasible nodes it finds (numFeasibleNodesToFind, scan starting at a rotating "
+        "index), which the model does not follow: at-risk rather than lands"
+    )
+
+
 def _predict_sampled(
-    engine: Engine, pods: tuple[PodRequest, ...], samples: int, visited: int
+    engine: Engine,
+    pods: tuple[PodRequest, ...],
+    samples: int,
+    meter: Budget,
+    budget: Budget,
+    window: tuple[int, int],
 ) -> SchedulerPrediction:
     policies: list[TiePolicy] = [FirstTie(), LastTie()]
     policies += [ByPodCount(engine, fewest=True), ByPodCount(engine, fewest=False)]
     policies += [RandomTie(random.Random(seed)) for seed in range(samples)]
-    runs = [run_greedy(engine, p) for p in policies]
+    runs: list[Simulation] = []
+    for policy in policies:
+        run = run_bounded(engine, policy, budget)
+        if run is None:
+            break
+        runs.append(run)
+    if len(runs) < len(policies):
+        budget.cut.append("scheduler model")
     landing = [r for r in runs if r.lands]
     stranding = [r for r in runs if not r.lands]
     position = {p.pod: i for i, p in enumerate(pods)}
     stranded_sets = [{position[s.pod] for s in r.stranded} for r in runs]
     sometimes = _names(pods, set().union(*stranded_sets))
     always = _names(pods, set.intersection(*stranded_sets)) if stranded_sets else ()
-    verdict = _verdict_of(len(landing), len(stranding))
+    verdict: Verdict = _verdict_of(len(landing), len(stranding)) if runs else "unknown"
+    if verdict == "lands":
+        verdict = "at-risk"  # a sample of tie policies is not every outcome: never a silent guess
+    names = ", ".join(p.name for p in policies[: len(runs)])
+    why = (
+        "time limit"
+        if meter.out_of_time()
+        else ("work bound" if meter.used > meter.work else "search-node bound")
+    )
+    explored = (
+        f"bounded search: the tie search stopped at its {why} after {meter.used} node-state "
+        f"scans, then {len(runs)} of {len(policies)} tie policies ran ({names or 'none'})"
+    )
+    shown = ", ".join(sometimes[:5]) + (
+        f" and {len(sometimes) - 5} more" if len(sometimes) > 5 else ""
+    )
+    if not runs:
+        reason = f"{explored}: cut short before one run finished, so the verdict is unknown"
+    elif not stranding:
+        reason = (
+            f"{explored}: every run lands, but not every tie-break outcome was explored, "
+            "so the verdict is at-risk rather than lands"
+        )
+    elif not landing:
+        reason = f"{explored}: some pod strands in every run: {shown}"
+    else:
+        reason = f"{explored}: some runs land and some strand {shown}"
+    verdict, reason = _windowed(verdict, reason, window)
     return SchedulerPrediction(
         verdict=verdict,
         exhaustive=False,
         outcomes_explored=len(runs),
-        search_nodes=visited,
+        search_nodes=meter.used,
         stranded_sometimes=sometimes,
         stranded_always=always,
         example_stranding=stranding[0] if stranding else None,
         example_landing=landing[0] if landing else None,
         order=tuple(p.pod for p in pods),
         config=engine.config,
-        reason=_reason(verdict, len(runs), False, sometimes, None),
+        reason=reason,
     )
 
 
@@ -345,6 +438,7 @@ def predict(
     affinity: Mapping[str, Iterable[str]] | None = None,
     max_branches: int = DEFAULT_MAX_BRANCHES,
     samples: int = DEFAULT_SAMPLES,
+    budget: Budget | None = None,
 ) -> SchedulerPrediction:
     """Whether kube-scheduler lands every pod, over every tie-break outcome.
 
@@ -356,6 +450,15 @@ def predict(
     bounded search — the ``first`` and ``last`` tie policies, ``spread`` and
     ``pack`` (the tied node with the fewest / most pods), and ``samples``
     uniform random ones seeded 0, 1, … — and says ``exhaustive=False``.
+
+    ``budget`` (default: :data:`DEFAULT_MAX_WORK` node-state scans, no
+    deadline) bounds the whole prediction: the tie search gets a quarter of what is
+    left (at most :data:`MAX_SEARCH_WORK`: its memo grows with it), the bounded runs the rest, and runs that would pass the bound or the
+    budget's deadline are not started. A bounded search never answers
+    ``lands`` (every run landing gives ``at-risk``, saying what ran); nothing
+    run gives ``unknown``. When some pod fits on more nodes than
+    kube-scheduler's scan window scores (:func:`num_feasible_nodes_to_find`),
+    ``lands`` becomes ``at-risk`` too.
 
     Unknown occupancy: when a node that some pod could use has unknown
     occupancy, the model runs twice, with such nodes full and empty; equal
@@ -370,6 +473,7 @@ def predict(
             "use max_branches >= 1 and samples >= 0",
         )
     cfg = config or ScoringConfig()
+    meter = budget if budget is not None else Budget(DEFAULT_MAX_WORK)
     ordered = ordered_pods(pods, order)
     names = tuple(p.pod for p in ordered)
     groups = normalise_affinity(affinity)
@@ -397,9 +501,9 @@ def predict(
         )
     )
     if not relevant:
-        return _predict_known(ordered, cluster, cfg, groups, "full", max_branches, samples)
-    full = _predict_known(ordered, cluster, cfg, groups, "full", max_branches, samples)
-    empty = _predict_known(ordered, cluster, cfg, groups, "empty", max_branches, samples)
+        return _predict_known(ordered, cluster, cfg, groups, "full", max_branches, samples, meter)
+    full = _predict_known(ordered, cluster, cfg, groups, "full", max_branches, samples, meter)
+    empty = _predict_known(ordered, cluster, cfg, groups, "empty", max_branches, samples, meter)
     verdict: Verdict = (
         full.verdict
         if full.verdict == empty.verdict and full.verdict in ("lands", "strands")

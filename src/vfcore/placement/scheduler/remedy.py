@@ -9,7 +9,13 @@ from typing import Any, Literal, cast
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.scheduler.prediction import DEFAULT_MAX_BRANCHES, DEFAULT_SAMPLES, predict
+from vfcore.placement.scheduler.engine import Budget
+from vfcore.placement.scheduler.prediction import (
+    DEFAULT_MAX_BRANCHES,
+    DEFAULT_MAX_WORK,
+    DEFAULT_SAMPLES,
+    predict,
+)
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
 from vfcore.placement.scheduler.scoring import EPHEMERAL_STORAGE, ScoringConfig
 from vfcore.quantity import CPU, MEMORY, PODS
@@ -184,6 +190,8 @@ def remedy(
     config: ScoringConfig | None = None,
     max_branches: int = DEFAULT_MAX_BRANCHES,
     samples: int = DEFAULT_SAMPLES,
+    budget: Budget | None = None,
+    before: SchedulerPrediction | None = None,
 ) -> Remedy:
     """Find an apply order and/or node affinities under which the model lands every pod.
 
@@ -203,7 +211,9 @@ def remedy(
     """
     cfg = config or ScoringConfig()
     _check_placement(pods, cluster, placement)
-    before = predict(pods, cluster, config=cfg, max_branches=max_branches, samples=samples)
+    meter = budget if budget is not None else Budget(3 * DEFAULT_MAX_WORK)
+    if before is None:
+        before = predict(pods, cluster, config=cfg, max_branches=max_branches, samples=samples)
     if before.verdict == "lands":
         return Remedy("none", (), (), before.verdict, before.verdict, before)
     waves = waves_of(pods)
@@ -211,19 +221,28 @@ def remedy(
     groups = _affinity_groups(pods, placement)
     affinity = tuple(groups.items())
     candidates: list[tuple[RemedyKind, SchedulerPrediction]] = [("none", before)]
-    for kind, kwargs in (
+    tries: tuple[tuple[str, dict[str, Any]], ...] = (
         ("waves", {"order": order}),
         ("affinity", {"affinity": groups}),
         ("waves+affinity", {"order": order, "affinity": groups}),
-    ):
+    )
+    for left, (kind, kwargs) in zip(range(len(tries), 0, -1), tries, strict=True):
+        if meter.out_of_time() or meter.used >= meter.work:
+            meter.cut.append("remedy")  # the remedies not tried are not reported
+            break
+        share = meter.share((meter.work - meter.used) // left)
         prediction = predict(
             pods,
             cluster,
             config=cfg,
             max_branches=max_branches,
             samples=samples,
-            **cast("dict[str, Any]", kwargs),
+            budget=share,
+            **kwargs,
         )
+        meter.used += share.used
+        if share.cut and "remedy" not in meter.cut:
+            meter.cut.append("remedy")
         candidates.append((cast("RemedyKind", kind), prediction))
         if prediction.verdict == "lands":
             break

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vfcore.cluster import ClusterSnapshot
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.scheduler.prediction import predict
+from vfcore.placement.scheduler.engine import Budget
+from vfcore.placement.scheduler.prediction import DEFAULT_MAX_WORK, predict
 from vfcore.placement.scheduler.remedy import Remedy, remedy
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
 from vfcore.placement.scheduler.scoring import ScoringConfig
@@ -29,11 +30,14 @@ class SchedulerReport:
     """The ``scheduler`` section of a plan: the model's verdict and, when needed, a remedy.
 
     ``remedy`` is computed when the model does not land every pod although the
-    exact packing places them all (``None`` otherwise).
+    exact packing places them all (``None`` otherwise). ``cut_short`` names
+    the phases (``scheduler model``, ``remedy``) that stopped at their time
+    limit or work bound; their verdicts then say what was explored.
     """
 
     prediction: SchedulerPrediction
     remedy: Remedy | None
+    cut_short: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> Verdict:
@@ -61,6 +65,7 @@ class SchedulerReport:
             "config": self.prediction.config.to_dict(),
             "remedy": None if self.remedy is None else self.remedy.to_dict(),
             "verdict_with_remedy": self.verdict_with_remedy,
+            "cut_short": list(self.cut_short),
         }
 
 
@@ -70,13 +75,31 @@ def predict_for_plan(
     plan: _PlanLike,
     *,
     config: ScoringConfig | None = None,
+    time_limit: float | None = None,
+    clock: Callable[[], float] | None = None,
+    phase: Callable[[str], None] | None = None,
+    max_work: int = DEFAULT_MAX_WORK,
 ) -> SchedulerReport:
-    """The model's verdict for a plan's pods, plus a remedy when greedy misses an exact packing."""
+    """The model's verdict for a plan's pods, plus a remedy when greedy misses an exact packing.
+
+    Each phase (the prediction, then the remedy) gets its own bound:
+    ``max_work`` node-state scans for the prediction and twice that for
+    the remedy's three re-checks, and ``time_limit`` seconds of ``clock`` each
+    when both are given. ``phase`` is told each phase's name as it starts.
+    """
     cfg = config or ScoringConfig()
-    prediction = predict(pods, cluster, config=cfg)
+    if phase is not None:
+        phase("scheduler model")
+    budget = Budget(max_work, seconds=time_limit, clock=clock)
+    prediction = predict(pods, cluster, config=cfg, budget=budget)
+    cut = list(budget.cut)
     placement = plan.placement
     exact = plan.verdict == "fits" and all(p.pod in placement for p in pods)
     fix = None
     if prediction.verdict != "lands" and exact:
-        fix = remedy(pods, cluster, placement, config=cfg)
-    return SchedulerReport(prediction, fix)
+        if phase is not None:
+            phase("remedy")
+        fixing = Budget(2 * max_work, seconds=time_limit, clock=clock)
+        fix = remedy(pods, cluster, placement, config=cfg, budget=fixing, before=prediction)
+        cut += [c for c in fixing.cut if c not in cut]
+    return SchedulerReport(prediction, fix, tuple(cut))

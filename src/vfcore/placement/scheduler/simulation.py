@@ -11,7 +11,7 @@ from typing import Literal, TypeAlias
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.scheduler.engine import Engine
+from vfcore.placement.scheduler.engine import Budget, Engine
 from vfcore.placement.scheduler.results import Simulation, Step, StrandedPod
 from vfcore.placement.scheduler.scoring import ScoringConfig
 from vfcore.quantity import PODS
@@ -26,6 +26,7 @@ __all__ = [
     "TiePolicy",
     "normalise_affinity",
     "ordered_pods",
+    "run_bounded",
     "run_greedy",
     "simulate",
     "tie_policy",
@@ -133,12 +134,22 @@ def tie_policy(tie: object) -> TiePolicy:
 
 
 def run_greedy(engine: Engine, policy: TiePolicy) -> Simulation:
+    """One run under ``policy``, to the end."""
+    sim = run_bounded(engine, policy, None)
+    assert sim is not None  # no budget, so never cut short
+    return sim
+
+
+def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Simulation | None:
+    """One run under ``policy``; None when ``budget`` runs out first (each pod costs its node states)."""
     classes = engine.initial_classes()
     placements: list[tuple[str, str]] = []
     stranded: list[PodRequest] = []
     steps: list[Step] = []
     for position, pod in enumerate(engine.pods):
         kind = engine.kind_of[position]
+        if budget is not None and not budget.charge(len(classes)):
+            return None
         top, tied = engine.best(kind, classes)
         if not tied:
             stranded.append(pod)

@@ -386,46 +386,58 @@ def test_fit_score(config, pod, on, expected):
     assert node_score(pod, on, config=config).fit == expected
 
 
+#: (pod, allocatable, balanced resources, score up to 1.35, score from 1.36) on an empty node.
+#: Up to 1.35 the score is the balance with the pod, ``int((1 - std) * 100)``. From 1.36
+#: it is ``50 + (50 + with - without) // 2``; on an empty node every fraction is 0, so
+#: ``without`` is 100 and the 1.36 score is ``50 + (with - 50) // 2``.
 BALANCED = {
-    "cpu 50% and memory 25%: 100 - |0.5-0.25|/2*100 = 87": (
+    "cpu 50% and memory 25%: 100 - |0.5-0.25|/2*100 = 87; 1.36: 50 + 37 // 2 = 68": (
         one(cpu=500, memory=256),
         {"cpu": 1_000, "memory": 1024},
         ("cpu", "memory"),
         87,
+        68,
     ),
-    "equal fractions are perfectly balanced": (
+    "equal fractions are perfectly balanced; 1.36: no change in balance = 75": (
         one(cpu=500, memory=512),
         {"cpu": 1_000, "memory": 1024},
         ("cpu", "memory"),
         100,
+        75,
     ),
-    "three resources: std of (0.5, 0.25, 1.0)": (
+    "three resources: std of (0.5, 0.25, 1.0); 1.36: 50 + 18 // 2 = 59": (
         one(2, cpu=500, memory=256),
         {"cpu": 1_000, "memory": 1024, GPU: 2},
         ("cpu", "memory", GPU),
         68,  # int((1 - 0.3118...) * 100)
+        59,
     ),
-    "fractions are capped at 1": (
+    "fractions are capped at 1; 1.36: 75": (
         one(cpu=2_000, memory=1024),
         {"cpu": 1_000, "memory": 1024},
         ("cpu", "memory"),
         100,
+        75,
     ),
-    "a pod requesting none of the resources is skipped": (
+    "a pod requesting none of the resources is skipped (both versions)": (
         one(2),
         {"cpu": 1_000, "memory": 1024},
         ("cpu", "memory"),
+        0,
         0,
     ),
 }
 
 
 @pytest.mark.parametrize(
-    ("pod", "alloc", "resources", "expected"), BALANCED.values(), ids=BALANCED.keys()
+    ("pod", "alloc", "resources", "before", "since"), BALANCED.values(), ids=BALANCED.keys()
 )
-def test_balanced_allocation_score(pod, alloc, resources, expected):
-    config = ScoringConfig(balanced_resources=resources)
-    assert node_score(pod, node("a", allocatable=alloc), config=config).balanced == expected
+def test_balanced_allocation_score(pod, alloc, resources, before, since):
+    on = node("a", allocatable=alloc)
+    old = ScoringConfig(balanced_resources=resources, kube_version="1.35")
+    new = ScoringConfig(balanced_resources=resources)  # the default: 1.36
+    assert node_score(pod, on, config=old).balanced == before
+    assert node_score(pod, on, config=new).balanced == since
 
 
 def test_total_is_the_weighted_sum_and_placed_pods_count():

@@ -21,7 +21,13 @@ from vfcore.placement.fit import (
     summarise,
     used_units,
 )
-from vfcore.placement.scheduler.scoring import ScoringConfig, nonzero_request, plugin_scores
+from vfcore.placement.scheduler.scoring import (
+    ScoringConfig,
+    intolerable_prefer_no_schedule,
+    nonzero_request,
+    normalised_totals,
+    plugin_scores,
+)
 from vfcore.quantity import CPU, MEMORY, PODS
 
 __all__ = ["Budget", "Engine", "num_feasible_nodes_to_find"]
@@ -126,6 +132,10 @@ class Engine:
         self._eligible: dict[tuple[int, int], tuple[str, ...]] = {}
         self._evals: list[dict[int, int | None]] = [{} for _ in self.kind_pod]
         self._next: list[dict[int, int]] = [{} for _ in self.kind_pod]
+        # TaintToleration / NodeAffinity raw scores per (kind, static node), and per kind
+        # whether any node gives a non-zero one (only then do they need normalising).
+        self._soft_raw: dict[tuple[int, int], tuple[int, int]] = {}
+        self._soft_kind: dict[int, bool] = {}
 
     # state ids ------------------------------------------------------------------
     def state_id(self, static: int, load: tuple[int, ...]) -> int:
@@ -199,8 +209,51 @@ class Engine:
             )
         return found
 
+    def soft_raw(self, kind: int, static: int) -> tuple[int, int]:
+        """TaintToleration's and NodeAffinity's raw scores for a pod of ``kind`` on a static node.
+
+        NodeAffinity's is 0: a PodRequest carries no preferred terms (a remedy's
+        affinity is required, which NodeAffinity filters on but does not score).
+        """
+        key = (kind, static)
+        found = self._soft_raw.get(key)
+        if found is None:
+            pod = self.kind_pod[kind]
+            node = self.static_node[static]
+            found = (intolerable_prefer_no_schedule(node.taints, pod.tolerations), 0)
+            self._soft_raw[key] = found
+        return found
+
+    def _soft(self, kind: int) -> bool:
+        found = self._soft_kind.get(kind)
+        if found is None:
+            found = any(
+                self.soft_raw(kind, static) != (0, 0) for static in range(len(self.static_node))
+            )
+            self._soft_kind[kind] = found
+        return found
+
+    def _best_normalised(self, kind: int, sids: Iterable[int]) -> tuple[int | None, list[int]]:
+        """:meth:`best` when TaintToleration or NodeAffinity can differ between nodes.
+
+        Their scores are normalised across the feasible nodes (max over states is
+        max over nodes, every state holding at least one node), so they are added
+        per call rather than cached per state.
+        """
+        feasible = [(sid, score) for sid in sids if (score := self.evaluate(kind, sid)) is not None]
+        if not feasible:
+            return None, []
+        raws = [self.soft_raw(kind, self.states[sid][0]) for sid, _ in feasible]
+        totals = normalised_totals(
+            self.config, [s for _, s in feasible], [t for t, _ in raws], [a for _, a in raws]
+        )
+        top = max(totals)
+        return top, [sid for (sid, _), t in zip(feasible, totals, strict=True) if t == top]
+
     def best(self, kind: int, sids: Iterable[int]) -> tuple[int | None, list[int]]:
         """The top score among ``sids`` and the states that reach it (empty: nothing fits)."""
+        if self._soft(kind):
+            return self._best_normalised(kind, sids)
         top = -1
         tied: list[int] = []
         cache = self._evals[kind]

@@ -1,4 +1,10 @@
-"""The score plugins: NodeResourcesFit and NodeResourcesBalancedAllocation, in Go's arithmetic.
+"""The score plugins, in Go's arithmetic, for the Kubernetes minor version the model predicts.
+
+Modelled: NodeResourcesFit, NodeResourcesBalancedAllocation, TaintToleration
+and NodeAffinity (preferred terms), each with the default profile's weight
+(1, 1, 3, 2). ``ScoringConfig.kube_version`` (default ``"1.36"``, accepted
+1.29–1.36, see :func:`parse_kube_version`) picks the BalancedAllocation
+formula: kubernetes PR #135573 changed it in 1.36.
 
 **Scores** (integer arithmetic, as the Go code does it; ``requested`` includes
 the pod being scored):
@@ -16,41 +22,65 @@ the pod being scored):
   counts a pod that requests none as requesting 100 millicores and 200 MiB
   (``NonZeroRequested``). The default scores cpu and memory only: **GPUs are
   not scored** unless the configuration lists them.
-- NodeResourcesBalancedAllocation: ``int((1 - std) * 100)`` where ``std`` is
-  the standard deviation of the fractions ``requested / allocatable`` (each
-  capped at 1) over ``balanced_resources``; for two resources ``|f1 - f2| / 2``.
-  Computed in IEEE doubles exactly as Go does. A pod requesting none of them is
-  skipped (score 0 everywhere).
-- The total is ``fit_weight * fit + balanced_weight * balanced``. Every other
-  default score plugin (TaintToleration, NodeAffinity, PodTopologySpread,
-  InterPodAffinity, ImageLocality) is treated as constant across nodes: see the
-  docs for what that leaves out.
+- NodeResourcesBalancedAllocation. The *balance* of a node is
+  ``int((1 - std) * 100)`` where ``std`` is the standard deviation of the
+  fractions ``requested / allocatable`` (each capped at 1) over
+  ``balanced_resources``; for two resources ``|f1 - f2| / 2``. Computed in
+  IEEE doubles exactly as Go does. Up to 1.35 the score is the balance with
+  the pod. From 1.36 it is the *change* the pod causes:
+  ``50 + (50 + with - without) / 2`` (Go integer division), ``with`` and
+  ``without`` the balance with and without the pod — 75 when the pod leaves
+  the balance as it was, 50 for perfectly balanced → perfectly unbalanced, 100
+  for the reverse. A pod requesting none of the resources is skipped (score 0
+  everywhere, both formulas).
+- TaintToleration: the number of the node's ``PreferNoSchedule`` taints the
+  pod does not tolerate, normalised across the feasible nodes with
+  ``DefaultNormalizeScore(100, reverse=True)`` (:func:`normalize_scores`).
+- NodeAffinity: the summed weights of the pod's preferred terms the node
+  matches, normalised with ``DefaultNormalizeScore(100, reverse=False)``.
+- The total is ``fit_weight * fit + balanced_weight * balanced`` plus, where
+  they differ between the feasible nodes, ``taint_weight * taint`` and
+  ``node_affinity_weight * affinity`` (:func:`normalised_totals`). A plugin
+  that gives every feasible node the same score cannot change the choice and
+  is left out of the total. PodTopologySpread, InterPodAffinity and
+  ImageLocality are treated as constant across nodes: see
+  docs/scheduler-model.md for what that leaves out.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vfcore.cluster import NodeState
+from vfcore.cluster import NodeState, Taint, Toleration
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
 from vfcore.quantity import CPU, MEMORY
 
 __all__ = [
+    "DEFAULT_KUBE_VERSION",
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
     "EPHEMERAL_STORAGE",
+    "KUBE_VERSIONS",
     "STRATEGIES",
     "NodeScore",
+    "PreferredTerm",
     "ScoringConfig",
     "Strategy",
+    "balance",
+    "intolerable_prefer_no_schedule",
     "node_score",
     "nonzero_request",
+    "normalised_totals",
+    "normalize_scores",
+    "parse_kube_version",
     "plugin_scores",
+    "preferred_affinity_score",
 ]
 
 Strategy = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -63,6 +93,46 @@ MAX_UTILIZATION = 100
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 EPHEMERAL_STORAGE = "ephemeral-storage"
+#: The Kubernetes minor versions the model predicts, oldest first.
+KUBE_VERSIONS: tuple[str, ...] = tuple(f"1.{minor}" for minor in range(29, 37))
+DEFAULT_KUBE_VERSION = "1.36"
+#: The first minor version whose BalancedAllocation scores the change the pod causes.
+BALANCED_CHANGE_SINCE = 36
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")
+
+
+def parse_kube_version(text: object) -> str:
+    """``"1.36"``, ``"v1.36"`` or ``"1.36.2"`` → ``"1.36"``; checked against :data:`KUBE_VERSIONS`.
+
+    Only the minor version changes what the model predicts (a patch release
+    does not change scoring), so a patch number is accepted and dropped.
+
+    >>> parse_kube_version("v1.35.4")
+    '1.35'
+    >>> parse_kube_version("1.20")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    vfcore.errors.InvalidInputError: unsupported-kube-version: Kubernetes 1.20 is not modelled: ...
+    """
+    raw = text.strip() if isinstance(text, str) else text
+    match = _VERSION.fullmatch(raw) if isinstance(raw, str) else None
+    if match is None:
+        raise InvalidInputError(
+            "invalid-kube-version",
+            f"kube version {text!r} is not a Kubernetes minor version such as 1.36",
+            f"give MAJOR.MINOR, e.g. --kube-version {DEFAULT_KUBE_VERSION} (a v prefix and a patch "
+            "number are accepted)",
+        )
+    version = f"{int(match.group(1))}.{int(match.group(2))}"
+    if version not in KUBE_VERSIONS:
+        raise InvalidInputError(
+            "unsupported-kube-version",
+            f"Kubernetes {version} is not modelled: the model predicts "
+            f"{KUBE_VERSIONS[0]} to {KUBE_VERSIONS[-1]}",
+            f"give one of {', '.join(KUBE_VERSIONS)}; a newer cluster is closest to "
+            f"{KUBE_VERSIONS[-1]}, an older one to {KUBE_VERSIONS[0]}",
+        )
+    return version
 
 
 # -- configuration -------------------------------------------------------------
@@ -95,8 +165,12 @@ class ScoringConfig:
     fit_weight: int = 1
     balanced_weight: int = 1
     balanced_resources: tuple[str, ...] = (CPU, MEMORY)
+    kube_version: str = DEFAULT_KUBE_VERSION
+    taint_weight: int = 3
+    node_affinity_weight: int = 2
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kube_version", parse_kube_version(self.kube_version))
         if self.strategy not in STRATEGIES:
             raise InvalidInputError(
                 "invalid-scoring-strategy",
@@ -161,6 +235,8 @@ class ScoringConfig:
         for label, weight in (
             ("fit_weight", self.fit_weight),
             ("balanced_weight", self.balanced_weight),
+            ("taint_weight", self.taint_weight),
+            ("node_affinity_weight", self.node_affinity_weight),
         ):
             if not _is_int(weight) or weight < 0:
                 raise InvalidInputError(
@@ -179,6 +255,27 @@ class ScoringConfig:
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "balanced_resources", balanced)
 
+    @property
+    def kube_minor(self) -> int:
+        """The minor version, e.g. 36 for ``"1.36"``."""
+        return int(self.kube_version.split(".")[1])
+
+    @property
+    def balanced_scores_change(self) -> bool:
+        """Whether BalancedAllocation scores the change the pod causes (1.36 on)."""
+        return self.kube_minor >= BALANCED_CHANGE_SINCE
+
+    @property
+    def uniform_ties(self) -> bool:
+        """Whether the scheduler breaks score ties uniformly at random (up to 1.35).
+
+        1.36 draws the winner from a score heap and sets its random tie-break
+        value only when scheduler extenders are configured, so a tie usually
+        goes to the node earliest in the scheduler's node list: the *set* of
+        outcomes stays, a probability over them is not the scheduler's.
+        """
+        return self.kube_minor < BALANCED_CHANGE_SINCE
+
     def describe(self) -> str:
         scored = ", ".join(f"{n}×{w}" for n, w in self.resources)
         fit = f"{self.strategy} on {scored} (weight {self.fit_weight})"
@@ -195,6 +292,9 @@ class ScoringConfig:
             "fit_weight": self.fit_weight,
             "balanced_weight": self.balanced_weight,
             "balanced_resources": list(self.balanced_resources),
+            "kube_version": self.kube_version,
+            "taint_weight": self.taint_weight,
+            "node_affinity_weight": self.node_affinity_weight,
         }
 
 
@@ -250,7 +350,9 @@ def plugin_scores(
     request none.
     """
     fit = _fit_score(config, pod, alloc, used, used_nonzero_cpu, used_nonzero_memory)
-    balanced = _balanced_score(config.balanced_resources, pod, alloc, used)
+    balanced = _balanced_score(
+        config.balanced_resources, pod, alloc, used, config.balanced_scores_change
+    )
     return NodeScore(fit, balanced, config.fit_weight * fit + config.balanced_weight * balanced)
 
 
@@ -300,16 +402,69 @@ def _fit_score(
     return node_score // weight_sum
 
 
+def balance(fractions: Sequence[float]) -> int:
+    """A node's balance, ``int((1 - std) * 100)``, from its capped ``requested / allocatable`` fractions.
+
+    ``balancedResourceScorer`` up to 1.35 (the score itself) and the per-side
+    balance from 1.36. Two fractions use ``|f1 - f2| / 2``; more, the
+    population standard deviation; fewer than two, ``std = 0`` (balance 100).
+
+    >>> balance([0.0, 0.5]), balance([0.25, 0.25]), balance([0.3]), balance([])
+    (75, 100, 100, 100)
+    """
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        total = 0.0
+        for fraction in fractions:
+            total += fraction
+        mean = total / float(len(fractions))
+        acc = 0.0
+        for fraction in fractions:
+            acc = acc + (fraction - mean) * (fraction - mean)
+        std = math.sqrt(acc / float(len(fractions)))
+    return int((1 - std) * float(MAX_NODE_SCORE))
+
+
 def _balanced_score(
     resources: Sequence[str],
     pod: Mapping[str, int],
     alloc: Mapping[str, int],
     used: Mapping[str, int],
+    scores_change: bool = True,
 ) -> int:
+    """NodeResourcesBalancedAllocation's score; ``scores_change`` selects the 1.36 formula.
+
+    1.36 (kubernetes PR #135573): ``50 + (50 + with - without) / 2`` in Go's
+    int64 arithmetic (``MaxNodeScore/2 + (MaxNodeScore/2 + scoreWithPod -
+    scoreWithoutPod)/2``), where ``with`` is :func:`balance` of the fractions
+    ``(used + request) / allocatable`` and ``without`` of ``used /
+    allocatable``, over the same resources (a resource with allocatable 0, or
+    an extended resource the pod does not request, is left out of both). Both
+    balances lie in 50..100 (a standard deviation of fractions in [0, 1] is at
+    most 0.5), so ``50 + with - without`` is never negative and Go's
+    truncating division is a floor. One scored resource (or none) gives
+    ``std = 0`` on both sides: 75. What was checked, and where: the PR's
+    description (no change → 75, balanced → unbalanced → 50, the reverse →
+    100; the old scores ranged 50–100 and the new ones keep that range) and
+    ``balancedResourceScorer(requested, allocated, allocatable)`` in
+    ``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``
+    as quoted from kubernetes master after the PR; the file at the PR's own
+    commit was not in the searchable corpus, so the worked numbers in
+    tests/unit/test_scheduler_versions.py are computed by hand from that
+    formula and from the project's measurements against kube-scheduler
+    v1.36 (docs/scheduler-model.md).
+
+    Worked example (two resources, 4 cpu / 16 GiB node already holding a
+    4 GiB pod that asks no cpu, a second such pod): without = ``1 - |0 -
+    0.25|/2`` → 87; with = ``1 - |0 - 0.5|/2`` → 75; score ``50 + (50 + 75 -
+    87) // 2 = 50 + 38 // 2 = 69``. Up to 1.35 the score is ``with`` = 75.
+    """
     if all(pod.get(r, 0) == 0 for r in resources):
         return 0  # a best-effort pod: the plugin skips it (kubernetes#129138)
-    fractions: list[float] = []
-    total = 0.0
+    with_pod: list[float] = []
+    without_pod: list[float] = []
     for resource in resources:
         request = pod.get(resource, 0)
         if _is_scalar(resource):
@@ -320,20 +475,14 @@ def _balanced_score(
         capacity = alloc.get(resource, 0)
         if capacity == 0:
             continue
-        fraction = float(used.get(resource, 0) + request) / float(capacity)
-        fraction = min(fraction, 1.0)
-        total += fraction
-        fractions.append(fraction)
-    std = 0.0
-    if len(fractions) == 2:
-        std = abs((fractions[0] - fractions[1]) / 2)
-    elif len(fractions) > 2:
-        mean = total / float(len(fractions))
-        acc = 0.0
-        for fraction in fractions:
-            acc = acc + (fraction - mean) * (fraction - mean)
-        std = math.sqrt(acc / float(len(fractions)))
-    return int((1 - std) * float(MAX_NODE_SCORE))
+        before = used.get(resource, 0)
+        with_pod.append(min(float(before + request) / float(capacity), 1.0))
+        without_pod.append(min(float(before) / float(capacity), 1.0))
+    with_score = balance(with_pod)
+    if not scores_change:
+        return with_score
+    half = MAX_NODE_SCORE // 2
+    return half + _go_div(half + with_score - balance(without_pod), 2)
 
 
 def nonzero_request(pod: Mapping[str, int], resource: str) -> int:
@@ -373,3 +522,152 @@ def node_score(
     return plugin_scores(
         cfg, dict(pod.requests), dict(node.allocatable), used, nonzero_cpu, nonzero_memory
     )
+
+
+# -- TaintToleration and NodeAffinity (preferred) ---------------------------------
+
+
+def intolerable_prefer_no_schedule(
+    taints: Iterable[Taint], tolerations: Sequence[Toleration]
+) -> int:
+    """TaintToleration's raw score: the node's ``PreferNoSchedule`` taints the pod does not tolerate.
+
+    ``countIntolerableTaintsPreferNoSchedule`` over the tolerations whose
+    effect is empty (every effect) or ``PreferNoSchedule``
+    (``getAllTolerationPreferNoSchedule``); a toleration for ``NoSchedule``
+    does not tolerate a ``PreferNoSchedule`` taint. ``NoSchedule`` and
+    ``NoExecute`` taints are the filter's business, not the score's.
+
+    >>> soft = Taint("nvidia.com/gpu", "present", "PreferNoSchedule")
+    >>> gpu = Toleration("nvidia.com/gpu", "Exists", effect="NoSchedule")
+    >>> intolerable_prefer_no_schedule([soft], [gpu]), intolerable_prefer_no_schedule([soft], [])
+    (1, 1)
+    >>> intolerable_prefer_no_schedule([soft], [Toleration("nvidia.com/gpu", "Exists")])
+    0
+    """
+    preferred = [t for t in tolerations if t.effect in (None, "", "PreferNoSchedule")]
+    return sum(
+        1
+        for taint in taints
+        if taint.effect == "PreferNoSchedule" and not any(t.tolerates(taint) for t in preferred)
+    )
+
+
+_TERM_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    """One ``preferredDuringSchedulingIgnoredDuringExecution`` term: a weight and label requirements.
+
+    ``expressions`` are ``(key, operator, values)`` node-selector requirements
+    (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``, ``Lt``), all of
+    which must hold (``matchExpressions`` are ANDed). ``weight`` is 1–100.
+    """
+
+    weight: int
+    expressions: tuple[tuple[str, str, tuple[str, ...]], ...]
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.weight) or not 1 <= self.weight <= 100:
+            raise InvalidInputError(
+                "invalid-preferred-term",
+                f"a preferred node-affinity term has weight {self.weight!r}, outside 1..100",
+                "give each preferred term an integer weight from 1 to 100",
+            )
+        for key, operator, _ in self.expressions:
+            if operator not in _TERM_OPERATORS:
+                raise InvalidInputError(
+                    "invalid-preferred-term",
+                    f"requirement on {key!r} has operator {operator!r}",
+                    f"use one of {', '.join(_TERM_OPERATORS)}",
+                )
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, operator, values in self.expressions:
+            value = labels.get(key)
+            if operator == "In":
+                ok = value is not None and value in values
+            elif operator == "NotIn":
+                ok = value is None or value not in values
+            elif operator == "Exists":
+                ok = value is not None
+            elif operator == "DoesNotExist":
+                ok = value is None
+            else:  # Gt / Lt: one integer value, compared with the label parsed as an integer
+                try:
+                    have, bound = int(value or ""), int(values[0])
+                except (ValueError, IndexError):
+                    return False
+                ok = have > bound if operator == "Gt" else have < bound
+            if not ok:
+                return False
+        return True
+
+
+def preferred_affinity_score(terms: Sequence[PreferredTerm], labels: Mapping[str, str]) -> int:
+    """NodeAffinity's raw score: the summed weights of the preferred terms the node's labels match.
+
+    >>> t = (PreferredTerm(80, (("zone", "In", ("a",)),)), PreferredTerm(20, ()))
+    >>> preferred_affinity_score(t, {"zone": "a"}), preferred_affinity_score(t, {"zone": "b"})
+    (100, 20)
+
+    (An empty term matches every node here; the API rejects one, so none comes
+    from a manifest.)
+    """
+    return sum(term.weight for term in terms if term.matches(labels))
+
+
+def normalize_scores(scores: Sequence[int], *, reverse: bool) -> list[int]:
+    """``helper.DefaultNormalizeScore(MaxNodeScore, reverse, scores)`` in Go's int64 arithmetic.
+
+    ``max`` is the largest raw score (at least 0). When it is 0 every node
+    gets 100 with ``reverse`` and keeps its score (0) without; otherwise a
+    node gets ``100 * score // max``, subtracted from 100 with ``reverse``.
+    Worked numbers: TaintToleration's intolerable counts ``[0, 1, 2]`` →
+    ``[100, 50, 0]``; ``[0, 0]`` → ``[100, 100]``; NodeAffinity's weights
+    ``[0, 30, 80]`` → ``[0, 37, 100]`` (``3000 // 80 = 37``).
+
+    >>> normalize_scores([0, 1, 2], reverse=True), normalize_scores([0, 30, 80], reverse=False)
+    ([100, 50, 0], [0, 37, 100])
+    """
+    top = max([0, *scores])
+    if top == 0:
+        return [MAX_NODE_SCORE] * len(scores) if reverse else list(scores)
+    out = [MAX_NODE_SCORE * s // top for s in scores]
+    return [MAX_NODE_SCORE - s for s in out] if reverse else out
+
+
+def normalised_totals(
+    config: ScoringConfig,
+    totals: Sequence[int],
+    taint_counts: Sequence[int],
+    affinity_scores: Sequence[int],
+) -> list[int]:
+    """Each feasible node's total once TaintToleration and NodeAffinity are normalised across them.
+
+    ``totals`` are the resource plugins' weighted sums (:class:`NodeScore`
+    ``.total``), ``taint_counts`` :func:`intolerable_prefer_no_schedule` and
+    ``affinity_scores`` :func:`preferred_affinity_score`, one per feasible
+    node. A plugin whose normalised score is the same on every node adds
+    nothing (it cannot change the choice, and leaving it out keeps totals
+    comparable with a cluster without such taints or terms).
+
+    Worked example (the PreferNoSchedule case in docs/scheduler-model.md):
+    resource totals ``[160, 174]``, taint counts ``[0, 1]`` → TaintToleration
+    ``[100, 0]`` × 3 → totals ``[460, 174]``: the untainted node wins although
+    the resource plugins prefer the other.
+
+    >>> normalised_totals(ScoringConfig(), [160, 174], [0, 1], [0, 0])
+    [460, 174]
+    """
+    out = list(totals)
+    for raw, reverse, weight in (
+        (taint_counts, True, config.taint_weight),
+        (affinity_scores, False, config.node_affinity_weight),
+    ):
+        if weight == 0 or len(set(raw)) <= 1:
+            continue
+        for i, score in enumerate(normalize_scores(raw, reverse=reverse)):
+            out[i] += weight * score
+    return out

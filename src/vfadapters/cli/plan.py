@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, TextIO, TypeVar
 
@@ -57,7 +58,8 @@ def register(sub: Any) -> None:
         type=float,
         default=None,
         metavar="S",
-        help="wall-clock limit for the solver (default: deterministic limits)",
+        help="wall-clock limit in seconds for each phase: the solver, the scheduler model and "
+        "its remedy (default: deterministic limits); a phase cut short says so",
     )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.set_defaults(handler=_cmd_plan)
@@ -70,6 +72,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from vfcore.placement.packing import SolverConfig
     from vfcore.placement.plan import plan
 
+    phases = _Phases(sys.stderr)  # "parse" runs from here to the exact plan
     spec = load_spec(args.flow)
     cluster = load_cluster(args.cluster)
     resources: dict[str, dict[str, str]] = {}
@@ -100,18 +103,25 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     sys.stderr.write(
         f"planning {len(spec.nodes)} node(s) on {len(cluster.nodes)} cluster node(s)…\n"
     )
-    result = _interruptible(
-        lambda: plan(
-            spec,
-            cluster,
-            gpu_mode=args.gpu_mode,
-            gpu_resource_name=args.gpu_resource_name,
-            gpu_runtime_class=args.gpu_runtime_class,
-            gpu_node_selector=selector,
-            resources=resources,
-            solver=solver,
+    try:
+        result = _interruptible(
+            lambda: plan(
+                spec,
+                cluster,
+                gpu_mode=args.gpu_mode,
+                gpu_resource_name=args.gpu_resource_name,
+                gpu_runtime_class=args.gpu_runtime_class,
+                gpu_node_selector=selector,
+                resources=resources,
+                solver=solver,
+                time_limit=args.time_limit,
+                clock=time.monotonic,
+                progress=phases.start,
+            ),
+            tick=phases.tick,
         )
-    )
+    finally:
+        phases.close()
     doc = result.to_dict()
     doc["flow"] = {"name": spec.name, "flow_type": spec.flow_type}
     if args.json:
@@ -130,7 +140,58 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _interruptible(work: Callable[[], T]) -> T:
+class _Phases:
+    """The plan's phases on a terminal: shown (rich, on stderr) once the plan passes a second.
+
+    Only when stderr is a TTY; pipes and files get nothing. ``start`` is called
+    from the planning thread, ``tick`` and ``close`` from the main thread.
+    """
+
+    SHOW_AFTER_S = 1.0
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.began = time.monotonic()
+        self.done: list[tuple[str, float]] = []
+        self.current: tuple[str, float] = ("parse", self.began)
+        self.status: Any = None
+
+    def start(self, name: str) -> None:
+        now = time.monotonic()
+        label, since = self.current
+        self.done.append((label, now - since))
+        self.current = (name, now)
+
+    def _text(self) -> str:
+        now = time.monotonic()
+        label, since = self.current
+        parts = [f"{name} {seconds:.1f}s" for name, seconds in self.done]
+        parts.append(f"[bold]{label}[/bold] {now - since:.1f}s…")
+        return "planning: " + " · ".join(parts)
+
+    def tick(self) -> None:
+        if not self.enabled:
+            return
+        if self.status is None:
+            if time.monotonic() - self.began < self.SHOW_AFTER_S:
+                return
+            from rich.console import Console
+
+            self.status = Console(file=self.stream).status(self._text())
+            self.status.start()
+        self.status.update(self._text())
+
+    def close(self) -> None:
+        if self.status is None:
+            return
+        self.status.stop()
+        self.start("done")
+        shown = " · ".join(f"{name} {seconds:.1f}s" for name, seconds in self.done)
+        self.stream.write(f"planned in {time.monotonic() - self.began:.1f}s: {shown}\n")
+
+
+def _interruptible(work: Callable[[], T], tick: Callable[[], None] | None = None) -> T:
     """``work()`` in a daemon thread, so that Ctrl-C stops ``vf plan`` at once.
 
     The solver runs in C++ and holds the thread that called it until it
@@ -154,6 +215,8 @@ def _interruptible(work: Callable[[], T]) -> T:
     try:
         while thread.is_alive():
             thread.join(0.1)
+            if tick is not None:
+                tick()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.stderr.flush()
@@ -244,6 +307,10 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         if sched.get("stranded"):
             out.write(f" (stranded: {first_few(sched['stranded'])})")
         out.write("\n")
+        if not sched.get("exhaustive", True) or sched.get("cut_short"):
+            out.write(f"  {sched['reason']}\n")
+        if sched.get("cut_short"):
+            out.write(f"  cut short (time limit or work bound): {', '.join(sched['cut_short'])}\n")
         remedy = sched.get("remedy")
         if remedy:
             out.write(f"  remedy: {remedy.get('description', remedy)}\n")

@@ -18,7 +18,7 @@ nvidia.com/gpu on one host, or adding a node shaped like either, would fix it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -133,8 +133,18 @@ def plan(
     resources: Mapping[str, Mapping[str, str | int | float]] | None = None,
     solver: SolverConfig | None = None,
     predict_scheduler: bool = True,
+    time_limit: float | None = None,
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Plan:
-    """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict."""
+    """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict.
+
+    ``time_limit`` seconds (read from ``clock``, e.g. ``time.monotonic``; vfcore
+    reads no clock itself) bound each scheduler-model phase — the prediction
+    and the remedy — as ``solver`` bounds the exact plan; a phase cut short
+    says so (``scheduler.cut_short``) and never answers ``lands``.
+    ``progress`` is told each phase's name as it starts.
+    """
     mode = parse_gpu_mode(gpu_mode)  # the API edge: everything below takes the parsed mode
     spec = require_valid(to_spec(flow_or_spec), gpu_mode=mode, gpu_resource_name=gpu_resource_name)
     cfg = solver or SolverConfig.deterministic()
@@ -152,6 +162,9 @@ def plan(
         gpu_runtime_class=gpu_runtime_class,
         solver=cfg,
         predict_scheduler=predict_scheduler,
+        time_limit=time_limit,
+        clock=clock,
+        progress=progress,
     )
 
 
@@ -163,6 +176,9 @@ def plan_pods(
     gpu_runtime_class: str | None = None,
     solver: SolverConfig | None = None,
     predict_scheduler: bool = True,
+    time_limit: float | None = None,
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Plan:
     """:func:`plan` for pods already built (from :func:`vfcore.placement.claims.pod_requests` or by hand).
 
@@ -170,6 +186,8 @@ def plan_pods(
     chosen once; every step below is the same for every mode.
     """
     mode = parse_gpu_mode(gpu_mode)
+    if progress is not None:
+        progress("exact plan")
     planner = planner_for(mode)
     cfg = solver or SolverConfig.deterministic()
     all_pods = tuple(all_pods)
@@ -297,7 +315,7 @@ def plan_pods(
         mig=solved.mig,
     )
     if predict_scheduler:
-        out = _with_scheduler(out, solved.pods, realised)
+        out = _with_scheduler(out, solved.pods, realised, time_limit, clock, progress)
     return out
 
 
@@ -330,10 +348,19 @@ def _with_unknown_note(result: PackingResult, optimistic: PackingResult) -> Pack
     return replace(result, report=replace(result.report, notes=(*result.report.notes, note)))
 
 
-def _with_scheduler(out: Plan, pods: Sequence[PodRequest], cluster: ClusterSnapshot) -> Plan:
+def _with_scheduler(
+    out: Plan,
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    time_limit: float | None = None,
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Plan:
     from vfcore.placement.scheduler import predict_for_plan
 
-    report = predict_for_plan(pods, cluster, out)
+    report = predict_for_plan(
+        pods, cluster, out, time_limit=time_limit, clock=clock, phase=progress
+    )
     if cluster.unreadable_nodes:  # kube-scheduler would score those nodes too: nothing is sure
         names = [u.name for u in cluster.unreadable_nodes]
         reason = (

@@ -279,7 +279,7 @@ def _reason(
         return f"every pod lands in all {scope}"
     if verdict == "strands":
         return f"some pod strands in all {scope}: {shown}"
-    chance = "" if p_strand is None else f"; P(strand) = {p_strand} with uniform ties"
+    chance = "" if p_strand is None else f"; P(strand) = {p_strand} with uniform ties (up to 1.35)"
     return f"it depends on tie-breaks: over {scope}, some land and some strand {shown}{chance}"
 
 
@@ -304,7 +304,9 @@ def _predict_known(
         return _predict_sampled(engine, pods, samples, meter, budget, window)
     budget.used += meter.used
     verdict: Verdict = "lands" if sub.all_land else ("at-risk" if sub.any_land else "strands")
-    reason = _reason(verdict, sub.outcomes, True, _names(pods, sub.sometimes), sub.p_strand)
+    # A probability only where the scheduler draws ties uniformly (up to 1.35; see results.py).
+    p_strand = sub.p_strand if config.uniform_ties else None
+    reason = _reason(verdict, sub.outcomes, True, _names(pods, sub.sometimes), p_strand)
     verdict, reason = _windowed(verdict, reason, window)
     strand_choices = _unpack(sub.strand_path)
     land_choices = _unpack(sub.land_path)
@@ -391,9 +393,9 @@ def _predict_sampled(
         verdict = "at-risk"  # a sample of tie policies is not every outcome: never a silent guess
     names = ", ".join(p.name for p in policies[: len(runs)])
     why = (
-        "time limit"
-        if meter.out_of_time()
-        else ("work bound" if meter.used > meter.work else "search-node bound")
+        "work bound"
+        if meter.used > meter.work
+        else ("time limit" if meter.out_of_time() else "search-node bound")
     )
     explored = (
         f"bounded search: the tie search stopped at its {why} after {meter.used} node-state "

@@ -228,7 +228,8 @@ def remedy(
     )
     for left, (kind, kwargs) in zip(range(len(tries), 0, -1), tries, strict=True):
         if meter.out_of_time() or meter.used >= meter.work:
-            meter.cut.append("remedy")  # the remedies not tried are not reported
+            if "remedy" not in meter.cut:  # the remedies not tried are not reported
+                meter.cut.append("remedy")
             break
         share = meter.share((meter.work - meter.used) // left)
         prediction = predict(

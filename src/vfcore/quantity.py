@@ -9,13 +9,29 @@ vfcore keeps every resource as an integer in a canonical unit, rounding up as
 Kubernetes does: cpu in millicores (``cpu_millis("0.5") == 500``), memory and
 storage in bytes, everything else (pods, ``nvidia.com/gpu``…) in whole units.
 
+**As apimachinery reads them** (``k8s.io/apimachinery/pkg/api/resource``):
+
+- surrounding whitespace is trimmed (``Quantity.UnmarshalJSON`` calls
+  ``strings.TrimSpace`` before ``ParseQuantity``), so ``" 2 "`` in a JSON or
+  YAML document is 2;
+- a non-zero value is rounded *up* (away from zero) to a whole nano
+  (``ParseQuantity``: "if you want some resources, you should get some
+  resources"): ``0.0000000001`` is ``1n``;
+- a binary-suffix value (``Ki`` … ``Ei``) above 2**63-1 saturates at 2**63-1
+  (``ParseQuantity``'s "simple cap"); decimal values are not capped;
+- a canonical unit is ``ceil`` of the value in that unit (``ScaledValue``:
+  ``MilliValue`` for cpu, ``Value`` for the rest), so any positive cpu below
+  ``1m`` is ``1m``, and ``0.5`` bytes of memory is 1 byte.
+
 **Bounds.** A quantity is at most :data:`MAX_QUANTITY_CHARS` (64) characters
 and its canonical value at most :data:`MAX_UNITS` (2**50) in magnitude: 1 PiB
 of memory, about 10**12 cpu cores, 10**15 GPUs — far beyond any node, and far
 below the solver's 64-bit integers, with room for 4096 such terms in one sum.
-``9999999999999999999Ei`` or a 5,001-digit number is ``quantity-out-of-range``
-/ ``invalid-quantity`` here; a cluster dump with one makes that node
-*unreadable* (:mod:`vfcore.cluster.kubeparse`), never a crash in the solver.
+``9999999999999999999Ei`` (which apimachinery saturates at 2**63-1 bytes, about
+8 EiB — still far over the ceiling) or a 5,001-digit number is
+``quantity-out-of-range`` / ``invalid-quantity`` here; a cluster dump with one
+makes that node *unreadable* (:mod:`vfcore.cluster.kubeparse`), never a crash
+in the solver and never a node that silently has 8 EiB of memory.
 """
 
 from __future__ import annotations
@@ -28,6 +44,7 @@ from vfcore.errors import InvalidInputError
 
 __all__ = [
     "CPU",
+    "MAX_INT64",
     "MAX_QUANTITY_CHARS",
     "MAX_UNITS",
     "MEMORY",
@@ -47,6 +64,15 @@ _BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
 MAX_UNITS = 2**50
 #: The longest quantity text read; Kubernetes' own are a few characters.
 MAX_QUANTITY_CHARS = 64
+#: Where apimachinery caps a binary-suffix quantity (``maxAllowed``: the largest int64).
+MAX_INT64 = 2**63 - 1
+_NANO = 10**9
+# Go's strings.TrimSpace: unicode.IsSpace (ASCII \t \n \v \f \r and space, U+0085, U+00A0,
+# and Unicode White_Space). Python's str.strip() would also take U+001C..U+001F, which Go keeps.
+_GO_SPACE = (
+    "\t\n\v\f\r \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -68,10 +94,16 @@ _PATTERN = re.compile(
 
 
 def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
-    """The exact value of a Kubernetes quantity (a string, or an int/float from JSON).
+    """The value of a Kubernetes quantity as apimachinery holds it (a string, or an int/float from JSON).
+
+    Exact (fractions, no floats), after apimachinery's own adjustments (see the
+    module docstring): whitespace around the text is trimmed, a non-zero value
+    is rounded up to a whole nano, a binary-suffix value saturates at 2**63-1.
 
     >>> parse_quantity("500m"), parse_quantity("1Gi"), parse_quantity("2.5"), parse_quantity("1e3")
     (Fraction(1, 2), Fraction(1073741824, 1), Fraction(5, 2), Fraction(1000, 1))
+    >>> parse_quantity(" 2 "), parse_quantity("0.0000000001"), parse_quantity("9999999999999999999Ei")
+    (Fraction(2, 1), Fraction(1, 1000000000), Fraction(9223372036854775807, 1))
     """
     if isinstance(value, bool):
         raise _bad(value, what)
@@ -83,6 +115,7 @@ def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
         return Fraction(repr(value))  # 0.1 is one tenth, not the binary float nearest to it
     if not isinstance(value, str):
         raise _bad(value, what)
+    value = value.strip(_GO_SPACE)
     if len(value) > MAX_QUANTITY_CHARS:
         raise InvalidInputError(
             "invalid-quantity",
@@ -90,7 +123,7 @@ def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
             f"{MAX_QUANTITY_CHARS} characters, too long for a Kubernetes quantity",
             "write it like 500m, 2, 2.5, 8Gi, 1e3",
         )
-    match = _PATTERN.match(value)  # no surrounding spaces: Kubernetes refuses them too
+    match = _PATTERN.fullmatch(value)
     if match is None:
         raise _bad(value, what)
     number = Fraction(match["number"])
@@ -103,6 +136,10 @@ def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
         number *= Fraction(10) ** exponent
     else:
         number *= _DECIMAL[match["decimal"] or ""]
+    if number.denominator != 1 and (number * _NANO).denominator != 1:
+        number = Fraction(math.ceil(number * _NANO), _NANO)  # magnitude up to a whole nano
+    if match["binary"] and number > MAX_INT64:
+        number = Fraction(MAX_INT64)
     return -number if match["sign"] == "-" else number
 
 

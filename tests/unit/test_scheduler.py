@@ -218,11 +218,18 @@ def test_default_scoring_with_no_requests_makes_the_224_case_a_coin_toss_on_big_
     prediction = predict(PODS_224, TWO_FOUR_GPU_BIG)
     assert prediction.verdict == "at-risk"
     assert prediction.stranded_sometimes == ("p3/0",) and prediction.stranded_always == ()
-    assert prediction.strand_probability == Fraction(1, 2)
+    assert prediction.strand_probability == Fraction(1, 2)  # the uniform-ties figure
     assert prediction.example_landing is not None and prediction.example_landing.lands
     assert prediction.example_stranding is not None
     assert not prediction.example_stranding.lands
-    assert "P(strand) = 1/2" in prediction.reason
+    # 1.36 gives a tie to the earliest node, not a random one: no probability is printed,
+    # only the outcomes explored. Up to 1.35 the scheduler draws uniformly and it is.
+    assert "P(strand)" not in prediction.reason and "2 tie-break outcome(s)" in prediction.reason
+    assert prediction.scheduler_strand_probability is None
+    assert prediction.tie_break == "earliest-node"
+    old = predict(PODS_224, TWO_FOUR_GPU_BIG, config=ScoringConfig(kube_version="1.35"))
+    assert old.verdict == "at-risk" and old.tie_break == "uniform-random"
+    assert "P(strand) = 1/2 with uniform ties (up to 1.35)" in old.reason
 
 
 # -- remedies beyond waves --------------------------------------------------------------
@@ -609,7 +616,9 @@ def test_results_are_json_safe_and_deterministic():
     a = predict(PODS_224, TWO_FOUR_GPU_BIG).to_dict()
     b = predict(PODS_224, TWO_FOUR_GPU_BIG).to_dict()
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-    assert a["strand_probability"] == "1/2"
+    assert (a["strand_probability"], a["tie_break"]) == (None, "earliest-node")  # 1.36
+    old = predict(PODS_224, TWO_FOUR_GPU_BIG, config=ScoringConfig(kube_version="1.35")).to_dict()
+    assert (old["strand_probability"], old["tie_break"]) == ("1/2", "uniform-random")
     sim = simulate(PODS_224, TWO_FOUR_GPU, config=GPU_SCORED).to_dict()
     assert sim["stranded"] == [
         {"pod": "p3/0", "reason": "0/2 nodes fit p3/0: 2 Insufficient nvidia.com/gpu"}

@@ -334,3 +334,76 @@ def test_versions_and_what_they_change():
     assert not OLD.balanced_scores_change and OLD.uniform_ties
     assert NEW.to_dict()["kube_version"] == "1.36"
     assert (NEW.taint_weight, NEW.node_affinity_weight) == (3, 2)
+
+
+# -- ties: outcomes explored, a probability only where the scheduler has one ---------------
+
+
+def test_1_36_prints_outcomes_explored_and_no_probability():
+    """Two identical empty 4-GPU nodes (big enough that cpu/memory defaults do not move the
+    score), pods 2, 2, 4 GPUs: P2 ties between the loaded and the empty node. Up to 1.35 the
+    scheduler draws that tie uniformly (reservoir sampling), so P(strand) = 1/2 is its own;
+    1.36 usually gives it to the earliest node in its list, so the model reports the two
+    outcomes explored and no probability."""
+    big = {"cpu": 32_000, "memory": 128 * GIB}
+    nodes = [node(n, allocatable={GPU: 4, **big}, labels=dict([GPU_PRESENT_LABEL])) for n in "ab"]
+    cluster = ClusterSnapshot.of(nodes)
+    pods = [
+        PodRequest(
+            f"p{i}/0",
+            f"p{i}",
+            0,
+            ((GPU, g),),
+            node_selector=(GPU_PRESENT_LABEL,),
+            tolerations=(GPU_TOLERATION,),
+            slice="whole",
+        )
+        for i, g in enumerate((2, 2, 4), start=1)
+    ]
+    new = predict(pods, cluster, config=NEW)
+    old = predict(pods, cluster, config=OLD)
+    assert new.verdict == old.verdict == "at-risk"
+    assert new.outcomes_explored == old.outcomes_explored == 2
+    assert "P(strand)" not in new.reason and "2 tie-break outcome(s)" in new.reason
+    assert new.to_dict()["strand_probability"] is None
+    assert new.to_dict()["tie_break"] == "earliest-node"
+    assert "P(strand) = 1/2 with uniform ties (up to 1.35)" in old.reason
+    assert old.to_dict()["strand_probability"] == "1/2"
+
+
+# -- vf plan --kube-version -------------------------------------------------------------------
+
+
+def test_vf_plan_takes_a_kube_version_and_names_a_bad_one():
+    from tests.integration.cli_helpers import REPO, assert_bad_input, one_json_document, run_vf
+
+    flow, clusters = REPO / "examples" / "traffic.py", REPO / "examples" / "clusters" / "gpu-pool"
+    result = run_vf("plan", flow, "--cluster", clusters, "--kube-version", "v1.35.2", "--json")
+    assert result.returncode == 0, result.stderr
+    scheduler = one_json_document(result)["scheduler"]
+    assert scheduler["config"]["kube_version"] == "1.35"
+    assert scheduler["tie_break"] == "uniform-random"
+    text = run_vf("plan", flow, "--cluster", clusters)
+    assert "kube-scheduler model (1.36):" in text.stdout
+    assert_bad_input(
+        run_vf("plan", flow, "--cluster", clusters, "--kube-version", "1.40"),
+        "unsupported-kube-version",
+    )
+    assert_bad_input(
+        run_vf("plan", flow, "--cluster", clusters, "--kube-version", "latest"),
+        "invalid-kube-version",
+    )
+
+
+def test_plan_threads_kube_version_into_the_scheduler_model():
+    from vfcore.placement.plan import plan_pods
+
+    cluster = ClusterSnapshot.of([small_node("a"), small_node("b", cpu=2_000, memory=512 * MIB)])
+    pods = [mem_pod("p1", 4), mem_pod("p2", 4), mem_pod("p3", 14)]
+    new, old = plan_pods(pods, cluster), plan_pods(pods, cluster, kube_version="1.35")
+    assert new.verdict == old.verdict == "fits"
+    assert new.scheduler is not None and old.scheduler is not None
+    assert (new.scheduler.verdict, old.scheduler.verdict) == ("lands", "strands")
+    with pytest.raises(InvalidInputError) as err:
+        plan_pods(pods, cluster, kube_version="1.2")
+    assert err.value.rule == "unsupported-kube-version"

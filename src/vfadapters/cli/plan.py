@@ -61,6 +61,13 @@ def register(sub: Any) -> None:
         help="wall-clock limit in seconds for each phase: the solver, the scheduler model and "
         "its remedy (default: deterministic limits); a phase cut short says so",
     )
+    plan.add_argument(
+        "--kube-version",
+        default="1.36",
+        metavar="1.N",
+        help="the Kubernetes minor version whose kube-scheduler the model predicts, "
+        "1.29 to 1.36 (default 1.36; BalancedAllocation and tie-breaking changed in 1.36)",
+    )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.set_defaults(handler=_cmd_plan)
 
@@ -71,7 +78,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from vfcore.placement.claims import parse_resources_option
     from vfcore.placement.packing import SolverConfig
     from vfcore.placement.plan import plan
+    from vfcore.placement.scheduler.scoring import parse_kube_version
 
+    kube_version = parse_kube_version(args.kube_version)  # before any work
     phases = _Phases(sys.stderr)  # "parse" runs from here to the exact plan
     spec = load_spec(args.flow)
     cluster = load_cluster(args.cluster)
@@ -117,6 +126,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 time_limit=args.time_limit,
                 clock=time.monotonic,
                 progress=phases.start,
+                kube_version=kube_version,
             ),
             tick=phases.tick,
         )
@@ -303,7 +313,9 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         _print_mig(doc, out)
     sched = doc.get("scheduler")
     if sched:
-        out.write(f"\nkube-scheduler model: {sched['verdict']}")
+        version = sched.get("config", {}).get("kube_version")
+        label = "kube-scheduler model" + (f" ({version})" if version else "")
+        out.write(f"\n{label}: {sched['verdict']}")
         if sched.get("stranded"):
             out.write(f" (stranded: {first_few(sched['stranded'])})")
         out.write("\n")

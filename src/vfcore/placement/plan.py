@@ -136,8 +136,13 @@ def plan(
     time_limit: float | None = None,
     clock: Callable[[], float] | None = None,
     progress: Callable[[str], None] | None = None,
+    kube_version: str = "1.36",
 ) -> Plan:
     """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict.
+
+    ``kube_version`` is the Kubernetes minor version the scheduler model
+    predicts (``"1.29"`` to ``"1.36"``; docs/scheduler-model.md says what
+    changes between them); a bad value is an ``InvalidInputError``.
 
     ``time_limit`` seconds (read from ``clock``, e.g. ``time.monotonic``; vfcore
     reads no clock itself) bound each scheduler-model phase — the prediction
@@ -165,6 +170,7 @@ def plan(
         time_limit=time_limit,
         clock=clock,
         progress=progress,
+        kube_version=kube_version,
     )
 
 
@@ -179,6 +185,7 @@ def plan_pods(
     time_limit: float | None = None,
     clock: Callable[[], float] | None = None,
     progress: Callable[[str], None] | None = None,
+    kube_version: str = "1.36",
 ) -> Plan:
     """:func:`plan` for pods already built (from :func:`vfcore.placement.claims.pod_requests` or by hand).
 
@@ -186,6 +193,9 @@ def plan_pods(
     chosen once; every step below is the same for every mode.
     """
     mode = parse_gpu_mode(gpu_mode)
+    from vfcore.placement.scheduler.scoring import parse_kube_version  # the scheduler model
+
+    version = parse_kube_version(kube_version)  # the API edge: fail before solving
     if progress is not None:
         progress("exact plan")
     planner = planner_for(mode)
@@ -315,7 +325,7 @@ def plan_pods(
         mig=solved.mig,
     )
     if predict_scheduler:
-        out = _with_scheduler(out, solved.pods, realised, time_limit, clock, progress)
+        out = _with_scheduler(out, solved.pods, realised, time_limit, clock, progress, version)
     return out
 
 
@@ -355,11 +365,18 @@ def _with_scheduler(
     time_limit: float | None = None,
     clock: Callable[[], float] | None = None,
     progress: Callable[[str], None] | None = None,
+    kube_version: str = "1.36",
 ) -> Plan:
-    from vfcore.placement.scheduler import predict_for_plan
+    from vfcore.placement.scheduler import ScoringConfig, predict_for_plan
 
     report = predict_for_plan(
-        pods, cluster, out, time_limit=time_limit, clock=clock, phase=progress
+        pods,
+        cluster,
+        out,
+        config=ScoringConfig(kube_version=kube_version),
+        time_limit=time_limit,
+        clock=clock,
+        phase=progress,
     )
     if cluster.unreadable_nodes:  # kube-scheduler would score those nodes too: nothing is sure
         names = [u.name for u in cluster.unreadable_nodes]

@@ -1,9 +1,10 @@
 """A model of kube-scheduler's greedy placement, and a remedy when it strands pods.
 
 kube-scheduler places pods one at a time, in queue order, each on the
-highest-scoring node that passes the filters, breaking score ties uniformly at
-random. It never looks ahead, so it can strand a pod that an exact packing
-places. This package predicts whether that happens for the pods a flow creates,
+highest-scoring node that passes the filters (up to 1.35 a tie is a uniform
+draw; 1.36 usually gives it to the node earliest in its list, so the model
+explores every tie outcome and prints no odds for 1.36). It never looks
+ahead, so it can strand a pod that an exact packing places. This package predicts whether that happens for the pods a flow creates,
 in the order they are applied (``docs/scheduler-model.md`` has the full story).
 
 **Filters** (NodeResourcesFit and friends, :mod:`vfcore.placement.fit`): the node is
@@ -12,8 +13,9 @@ required node affinity), tolerates the node's ``NoSchedule``/``NoExecute``
 taints, has one more pod slot, and for every resource the pod requests
 ``request <= allocatable - requested``.
 
-**Scores** (NodeResourcesFit, NodeResourcesBalancedAllocation, in Go's integer
-arithmetic): :mod:`vfcore.placement.scheduler.scoring`.
+**Scores** (NodeResourcesFit, NodeResourcesBalancedAllocation — 1.36's or the
+older formula, by ``ScoringConfig.kube_version`` — TaintToleration and
+NodeAffinity, in Go's integer arithmetic): :mod:`vfcore.placement.scheduler.scoring`.
 
 Worked example (§1.5 of the scheduling reference): nodes ``a`` and ``b`` with
 4 GPUs each, GPUs scored by LeastAllocated, pods of 2, 2 and 4 GPUs in that

@@ -60,8 +60,9 @@ class SchedulerReport:
             "stranded_always": list(self.prediction.stranded_always),
             "exhaustive": self.prediction.exhaustive,
             "strand_probability": None
-            if self.prediction.strand_probability is None
-            else str(self.prediction.strand_probability),
+            if self.prediction.scheduler_strand_probability is None
+            else str(self.prediction.scheduler_strand_probability),
+            "tie_break": self.prediction.tie_break,
             "config": self.prediction.config.to_dict(),
             "remedy": None if self.remedy is None else self.remedy.to_dict(),
             "verdict_with_remedy": self.verdict_with_remedy,

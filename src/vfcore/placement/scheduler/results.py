@@ -119,7 +119,18 @@ class SchedulerPrediction:
     scheduler can produce (§1.5's "2/2 outcomes": two symmetric nodes are two
     node outcomes but one collapsed outcome) and ``strand_probability`` is the
     exact chance that some pod strands when every tie is broken uniformly at
-    random, as kube-scheduler's reservoir sampling does.
+    random, as kube-scheduler's reservoir sampling does up to 1.35.
+
+    **Ties from 1.36.** kube-scheduler 1.36 takes the winner from a score heap
+    and sets its random tie-break value only when scheduler extenders are
+    configured, so a tie usually goes to the node earliest in its node list:
+    not a uniform draw. The *set* of outcomes explored is still what the
+    scheduler can do (which node is earliest depends on the informer's list
+    order, which vfcore cannot see), but a probability over them is not one the
+    scheduler has. So for ``kube_version`` 1.36 :attr:`scheduler_strand_probability`
+    is None, ``to_dict`` prints none and the reason speaks of outcomes
+    explored only; ``strand_probability`` keeps the uniform-ties figure for
+    callers that want it, under that name's documented meaning.
     """
 
     verdict: Verdict
@@ -143,6 +154,16 @@ class SchedulerPrediction:
         """Pods stranded in at least one explored outcome, in apply order."""
         return self.stranded_sometimes
 
+    @property
+    def tie_break(self) -> str:
+        """How the predicted version breaks score ties: ``uniform-random`` or ``earliest-node``."""
+        return "uniform-random" if self.config.uniform_ties else "earliest-node"
+
+    @property
+    def scheduler_strand_probability(self) -> Fraction | None:
+        """``strand_probability`` where it is the scheduler's own (uniform ties, up to 1.35)."""
+        return self.strand_probability if self.config.uniform_ties else None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
@@ -152,8 +173,9 @@ class SchedulerPrediction:
             "search_nodes": self.search_nodes,
             "node_outcomes": self.node_outcomes,
             "strand_probability": None
-            if self.strand_probability is None
-            else str(self.strand_probability),
+            if self.scheduler_strand_probability is None
+            else str(self.scheduler_strand_probability),
+            "tie_break": self.tie_break,
             "stranded": list(self.stranded),
             "stranded_sometimes": list(self.stranded_sometimes),
             "stranded_always": list(self.stranded_always),

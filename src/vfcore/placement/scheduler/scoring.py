@@ -653,13 +653,14 @@ def normalised_totals(
     nothing (it cannot change the choice, and leaving it out keeps totals
     comparable with a cluster without such taints or terms).
 
-    Worked example (the PreferNoSchedule case in docs/scheduler-model.md):
-    resource totals ``[160, 174]``, taint counts ``[0, 1]`` → TaintToleration
-    ``[100, 0]`` × 3 → totals ``[460, 174]``: the untainted node wins although
-    the resource plugins prefer the other.
+    Worked example (the PreferNoSchedule case in docs/scheduler-model.md,
+    the second 2-GPU pod): resource totals ``[75, 125]`` (fit 0 + balanced 75
+    on the half-full node, 50 + 75 on the tainted empty one), taint counts
+    ``[0, 1]`` → TaintToleration ``[100, 0]`` × 3 → totals ``[375, 125]``: the
+    untainted node wins although the resource plugins prefer the other.
 
-    >>> normalised_totals(ScoringConfig(), [160, 174], [0, 1], [0, 0])
-    [460, 174]
+    >>> normalised_totals(ScoringConfig(), [75, 125], [0, 1], [0, 0])
+    [375, 125]
     """
     out = list(totals)
     for raw, reverse, weight in (

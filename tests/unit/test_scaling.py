@@ -384,6 +384,29 @@ def test_hpa_before_the_failure_threshold_a_failing_metric_is_an_error():
     assert out[0].reason == "FailedGetExternalMetric"
 
 
+def test_keda_keeps_the_failure_count_untouched_without_a_fallback():
+    """KEDA's GetMetricsWithFallback tracks health only with a valid fallback configured."""
+    held = HpaState(4, failures=(("a", 2),))
+    failed = predict_hpa({"a": Unobserved("down")}, scaler=scaler("a"), state=held, now_s=0)
+    assert failed.readings[0].source == "error"
+    assert dict(failed.state.failures) == {"a": 2}  # not 3
+    assert failed.readings[0].failures == 2
+    healthy = predict_hpa({"a": lag(40)}, scaler=scaler("a"), state=held, now_s=0)
+    assert dict(healthy.state.failures) == {"a": 2}  # not reset either
+    fresh = simulate_hpa(
+        [(t, {"a": Unobserved("down")}) for t in (0, 15, 30)],
+        scaler=scaler("a"),
+        state=HpaState(4),
+    )
+    assert [dict(p.state.failures) for p in fresh] == [{}, {}, {}]
+    # with a fallback, the count moves both ways
+    fb = scaler("a", fallback=Fallback(failure_threshold=3, replicas=10))
+    counted = predict_hpa({"a": Unobserved("down")}, scaler=fb, state=held, now_s=0)
+    assert dict(counted.state.failures) == {"a": 3}
+    reset = predict_hpa({"a": lag(40)}, scaler=fb, state=held, now_s=0)
+    assert dict(reset.state.failures) == {"a": 0}
+
+
 def test_hpa_one_of_two_triggers_failing_may_scale_up_never_down():
     s = scaler("a", "b")
     up = predict_hpa({"a": lag(70), "b": Unobserved("x")}, scaler=s, state=HpaState(4), now_s=0)

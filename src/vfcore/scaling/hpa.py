@@ -203,7 +203,15 @@ def _read_triggers(
     state: HpaState,
     ready: int,
 ) -> tuple[list[tuple[Trigger, str, int | None, int | None]], dict[str, int], list[str]]:
-    """KEDA's side: each trigger's metric, or its fallback value, or an error."""
+    """KEDA's side: each trigger's metric, or its fallback value, or an error.
+
+    KEDA tracks a trigger's health (``status.health[*].numberOfFailures``) only
+    when the ScaledObject has a fallback (``GetMetricsWithFallback`` in
+    ``pkg/fallback/fallback.go``: "Health is only tracked for ScaledObjects with
+    a valid fallback configured. For all others we must leave the status
+    untouched"): without one, a failure does not count and a success does not
+    reset the count — ``failures`` comes back as it was given.
+    """
     failures = dict(state.failures)
     out: list[tuple[Trigger, str, int | None, int | None]] = []
     steps: list[str] = []
@@ -212,15 +220,20 @@ def _read_triggers(
         raw_obs = observations.get(trig.parent)
         obs = None if raw_obs is None else as_observation(trig.parent, raw_obs)
         if isinstance(obs, Backlog):
-            failures[trig.parent] = 0
+            if fb is not None:
+                failures[trig.parent] = 0
             out.append((trig, "metric", obs.lag, obs.lag * 1000))
+            continue
+        reason = NOT_OBSERVED if obs is None else obs.reason
+        if fb is None:  # no fallback: KEDA leaves the failure count untouched
+            out.append((trig, "error", None, None))
+            steps.append(f"{trig.parent}: metric unavailable ({reason}); no fallback")
             continue
         count = failures.get(trig.parent, 0) + 1
         failures[trig.parent] = count
-        reason = NOT_OBSERVED if obs is None else obs.reason
         # The stored KEDA only substitutes AverageValue metrics; the reference's newer
         # version also substitutes Value metrics as target × F / ready pods.
-        if fb is not None and count > fb.failure_threshold:
+        if count > fb.failure_threshold:
             f = fb.replicas_for(state.replicas)
             target_milli = trig.lag_threshold * 1000
             if trig.metric_type == "AverageValue":

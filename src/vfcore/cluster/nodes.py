@@ -133,6 +133,12 @@ class NodeState:
     summed, init containers maxed, plus overhead; Succeeded and Failed pods
     ignored) and includes ``pods`` (their count). ``None`` means occupancy is
     unknown, with ``unknown_reason``.
+
+    ``nonzero_requested`` is what kube-scheduler's *scoring* counts for the
+    bound pods' cpu (millicores) and memory (bytes), where each container that
+    requests no cpu / memory counts 100m / 200Mi (``NodeInfo.NonZeroRequested``;
+    see :func:`vfcore.cluster.kubeparse.pod_nonzero_requests`). ``None``: the
+    same as ``requested`` (a node built by hand); see :meth:`nonzero_of`.
     """
 
     name: str
@@ -144,6 +150,7 @@ class NodeState:
     taints: tuple[Taint, ...] = ()
     gpu: GpuInfo | None = None
     unknown_reason: str | None = None
+    nonzero_requested: tuple[int, int] | None = None
     _alloc: dict[str, int] = field(
         init=False, repr=False, compare=False, hash=False, default_factory=dict
     )
@@ -178,12 +185,25 @@ class NodeState:
         used = self.requested_of(resource)
         return None if used is None else self.allocatable_of(resource) - used
 
+    def nonzero_of(self, resource: str) -> int:
+        """``cpu`` / ``memory`` as scoring counts the bound pods (0 when occupancy is unknown).
+
+        >>> n = NodeState("a", (("cpu", 8000),), (("cpu", 1000),), nonzero_requested=(1100, 2**20))
+        >>> n.nonzero_of("cpu"), n.nonzero_of("memory"), n.requested_of("cpu")
+        (1100, 1048576, 1000)
+        """
+        if self.requested is None:
+            return 0
+        if self.nonzero_requested is not None and resource in ("cpu", "memory"):
+            return self.nonzero_requested[0 if resource == "cpu" else 1]
+        return self._req.get(resource, 0)
+
     def label(self, key: str) -> str | None:
         return dict(self.labels).get(key)
 
     def as_empty(self) -> NodeState:
         """This node with nothing bound (the optimistic end of an unknown occupancy)."""
-        return replace(self, requested=(), unknown_reason=None)
+        return replace(self, requested=(), nonzero_requested=None, unknown_reason=None)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -50,6 +50,12 @@ value leaves that GPU fact ``None`` and is listed; the node stays.
 - pod-level ``spec.resources`` (cpu, memory, hugepages) replaces the
   aggregate for those resources; ``spec.overhead`` is added last.
 
+Scoring counts cpu and memory differently (``NodeInfo.NonZeroRequested``):
+the same aggregate, but every container that requests no cpu / memory *at
+all* counts 100m / 200Mi for it — per container, and an explicit ``0`` stays
+0. Each node carries that total as ``NodeState.nonzero_requested``
+(:func:`.pods.pod_nonzero_requests`); the fit filter never uses it.
+
 Worked example: containers ``cpu 1`` + ``cpu 2``, init container ``cpu 4``,
 sidecar ``cpu 500m`` declared first, overhead ``cpu 250m`` → sum
 ``1 + 2 + 0.5 = 3.5``, init ``4 + 0.5 = 4.5``, max ``4.5``, plus overhead
@@ -65,12 +71,14 @@ its items, or why not) and :mod:`.facts` (assembling :class:`ClusterFacts`).
 
 from vfcore.cluster.kubeparse.facts import ClusterFacts, parse_kubernetes, parse_list
 from vfcore.cluster.kubeparse.gpu_labels import gpu_info_from_labels
-from vfcore.cluster.kubeparse.pods import pod_requests
+from vfcore.cluster.kubeparse.pods import NONZERO_DEFAULTS, pod_nonzero_requests, pod_requests
 
 __all__ = [
+    "NONZERO_DEFAULTS",
     "ClusterFacts",
     "gpu_info_from_labels",
     "parse_kubernetes",
     "parse_list",
+    "pod_nonzero_requests",
     "pod_requests",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -80,6 +80,7 @@ def _assemble(
             unreadable[name] = first.unreadable
 
     requested: dict[str, dict[str, int]] = {name: {PODS: 0} for name in states}
+    nonzero: dict[str, list[int]] = {name: [0, 0] for name in states}
     broken: dict[str, list[str]] = {}
     orphans: dict[str, list[str]] = {}
     for where, item in pod_items or []:
@@ -100,6 +101,9 @@ def _assemble(
         totals = requested[pod.node]
         add_into(totals, pod.requests)
         totals[PODS] += 1
+        if pod.nonzero is not None:
+            nonzero[pod.node][0] += pod.nonzero[0]
+            nonzero[pod.node][1] += pod.nonzero[1]
     if nodes_reason is None:
         for name, pod_names in sorted(orphans.items()):
             shown = ", ".join(sorted(pod_names)[:3]) + ("…" if len(pod_names) > 3 else "")
@@ -118,7 +122,7 @@ def _assemble(
         elif name in broken:
             nodes.append(_unknown_occupancy(state, "; ".join(sorted(broken[name]))))
         else:
-            nodes.append(_with_requested(state, requested[name]))
+            nodes.append(_with_requested(state, requested[name], nonzero[name]))
 
     runtime_classes: tuple[RuntimeClassInfo, ...] | None = None
     if runtime_items is not None:
@@ -135,12 +139,15 @@ def _assemble(
 
 
 def _unknown_occupancy(state: NodeState, reason: str) -> NodeState:
-    return replace(state, requested=None, unknown_reason=reason)
+    return replace(state, requested=None, nonzero_requested=None, unknown_reason=reason)
 
 
-def _with_requested(state: NodeState, totals: Mapping[str, int]) -> NodeState:
+def _with_requested(
+    state: NodeState, totals: Mapping[str, int], nonzero: Sequence[int]
+) -> NodeState:
     kept = tuple((k, v) for k, v in sorted(totals.items()) if v or k == PODS)
-    return replace(state, requested=kept, unknown_reason=None)
+    cpu, memory = nonzero
+    return replace(state, requested=kept, nonzero_requested=(cpu, memory), unknown_reason=None)
 
 
 def parse_kubernetes(

@@ -23,38 +23,69 @@ from vfcore.cluster.kubeparse.fields import (
 from vfcore.errors import InvalidInputError
 from vfcore.quantity import CPU, MEMORY
 
-__all__ = ["PodOutcome", "pod_requests", "read_pod"]
+__all__ = ["NONZERO_DEFAULTS", "PodOutcome", "pod_nonzero_requests", "pod_requests", "read_pod"]
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
 
+#: What kube-scheduler's scoring counts for a container that requests no cpu / memory
+#: (``schedutil.DefaultMilliCPURequest`` = 100m, ``DefaultMemoryRequest`` = 200Mi), per
+#: container and only where the request is absent: an explicit ``0`` stays 0.
+NONZERO_DEFAULTS: Mapping[str, int] = {CPU: 100, MEMORY: 200 * 1024 * 1024}
 
-def _container_requests(container: object, field: str) -> tuple[dict[str, int], bool]:
-    """A container's requests (limits-only resources default to the limit) and whether it is a sidecar."""
+
+def _container_requests(
+    container: object, field: str, defaults: Mapping[str, int] | None = None
+) -> tuple[dict[str, int], bool]:
+    """A container's requests (limits-only resources default to the limit) and whether it is a sidecar.
+
+    With ``defaults``, a resource the container does not request at all (no
+    request, no limit: the API server defaults a request to its limit) gets
+    its default — ``applyNonMissing`` in ``k8s.io/component-helpers``'
+    ``PodRequests``; a request given as ``0`` keeps 0.
+    """
     body = read_mapping(container, field, required=True)
     resources = read_mapping(body.get("resources"), f"{field}.resources")
-    requests = read_resource_list(resources.get("requests"), f"{field}.resources.requests")
-    limits = read_resource_list(resources.get("limits"), f"{field}.resources.limits")
+    requests_raw = resources.get("requests")
+    limits_raw = resources.get("limits")
+    requests = read_resource_list(requests_raw, f"{field}.resources.requests")
+    limits = read_resource_list(limits_raw, f"{field}.resources.limits")
     merged = {**limits, **requests}
+    if defaults:
+        given = {*_names(requests_raw), *_names(limits_raw)}
+        for name, units in defaults.items():
+            if name not in given:
+                merged[name] = merged.get(name, 0) + units
     policy = body.get("restartPolicy")
     if policy is not None and not isinstance(policy, str):
         raise Malformed(f"{field}.restartPolicy", f"= {short(policy)} is not a string")
     return merged, policy == "Always"
 
 
+def _names(resource_list: object) -> set[str]:
+    """The resource names a (readable) ``ResourceList`` gives, zero-valued ones included."""
+    return (
+        {k for k in resource_list if isinstance(k, str)}
+        if isinstance(resource_list, Mapping)
+        else set()
+    )
+
+
 def _supports_pod_level(resource: str) -> bool:
     return resource in (CPU, MEMORY) or resource.startswith("hugepages-")
 
 
-def _requests_of(pod: Mapping[str, Any]) -> dict[str, int]:
+def _requests_of(
+    pod: Mapping[str, Any], defaults: Mapping[str, int] | None = None
+) -> dict[str, int]:
     spec = read_mapping(pod.get("spec"), "spec", required=True)
     total: dict[str, int] = {}
     for i, container in enumerate(read_sequence(spec.get("containers"), "spec.containers")):
-        requests, _ = _container_requests(container, f"spec.containers[{i}]")
+        requests, _ = _container_requests(container, f"spec.containers[{i}]", defaults)
         add_into(total, requests)
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for i, container in enumerate(read_sequence(spec.get("initContainers"), "spec.initContainers")):
-        requests, is_sidecar = _container_requests(container, f"spec.initContainers[{i}]")
+        requests, is_sidecar = _container_requests(container, f"spec.initContainers[{i}]", defaults)
         if is_sidecar:
             add_into(total, requests)
             add_into(sidecars, requests)
@@ -97,21 +128,56 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
     try:
         return _requests_of(read_mapping(pod, "pod", required=True))
     except Malformed as bad:
-        raise InvalidInputError(
-            "invalid-pod",
-            f"the pod cannot be read: {bad.reason}",
-            "give the pod as `kubectl get pod NAME -o json` prints it",
-        ) from None
+        raise _invalid_pod(bad) from None
+
+
+def pod_nonzero_requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """The cpu (millicores) and memory (bytes) kube-scheduler's *scoring* counts for one pod.
+
+    As :func:`pod_requests`, but every container (init containers and sidecars
+    included) that does not request cpu / memory at all counts
+    :data:`NONZERO_DEFAULTS` (100m, 200Mi) for it — per container, and only
+    where the request is absent: ``"0"`` stays 0 (``PodRequests`` with
+    ``NonMissingContainerRequests``, as ``NodeInfo.NonZeroRequested`` and
+    NodeResourcesFit's score use it). The filter never uses these.
+
+    >>> pod = {"spec": {"containers": [
+    ...     {"resources": {"requests": {"cpu": "1"}}},
+    ...     {"resources": {}},
+    ...     {"resources": {"requests": {"cpu": "0", "memory": "0"}}}]}}
+    >>> pod_nonzero_requests(pod)  # 1 + 0.1 + 0 cpu; 200Mi + 200Mi + 0 memory
+    (1100, 419430400)
+    >>> pod_requests(pod)
+    {'cpu': 1000}
+    """
+    try:
+        totals = _requests_of(read_mapping(pod, "pod", required=True), NONZERO_DEFAULTS)
+    except Malformed as bad:
+        raise _invalid_pod(bad) from None
+    return totals.get(CPU, 0), totals.get(MEMORY, 0)
+
+
+def _invalid_pod(bad: Malformed) -> InvalidInputError:
+    return InvalidInputError(
+        "invalid-pod",
+        f"the pod cannot be read: {bad.reason}",
+        "give the pod as `kubectl get pod NAME -o json` prints it",
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class PodOutcome:
-    """One pod item: where it is bound and what it requests, or why it cannot be read."""
+    """One pod item: where it is bound and what it requests, or why it cannot be read.
+
+    ``nonzero`` is what scoring counts for it: cpu millicores and memory bytes
+    with the per-container defaults (:func:`pod_nonzero_requests`).
+    """
 
     what: str
     node: str | None
     requests: dict[str, int] | None
     problem: str | None
+    nonzero: tuple[int, int] | None = None
 
 
 def read_pod(item: Mapping[str, Any], where: str) -> PodOutcome | None:
@@ -129,6 +195,9 @@ def read_pod(item: Mapping[str, Any], where: str) -> PodOutcome | None:
         namespace = read_string(meta.get("namespace"), "metadata.namespace") or "default"
         name = read_string(meta.get("name"), "metadata.name", required=True)
         what = f"pod/{namespace}/{name}"
-        return PodOutcome(what, node, _requests_of(item), None)
+        nonzero = _requests_of(item, NONZERO_DEFAULTS)
+        return PodOutcome(
+            what, node, _requests_of(item), None, (nonzero.get(CPU, 0), nonzero.get(MEMORY, 0))
+        )
     except Malformed as bad:
         return PodOutcome(what, node, None, bad.reason)

@@ -91,7 +91,7 @@ class Engine:
             self.nodes[n.name] = state
             alloc = tuple(state.allocatable_of(r) for r in self.resources)
             used = [used_units(state, r) for r in self.resources]
-            used += [used[self.index[CPU]], used[self.index[MEMORY]]]
+            used += [state.nonzero_of(CPU), state.nonzero_of(MEMORY)]  # NonZeroRequested
             self.base[n.name] = tuple(used)
             allowed = frozenset(w for w, hosts in affinity.items() if n.name in hosts)
             # Only labels some pod selects on tell nodes apart: every real node has its own

@@ -511,8 +511,8 @@ def node_score(
     """
     cfg = config or ScoringConfig()
     used = dict(node.requested or ())
-    nonzero_cpu = used.get(CPU, 0)
-    nonzero_memory = used.get(MEMORY, 0)
+    nonzero_cpu = node.nonzero_of(CPU)  # bound pods' containers without requests count defaults
+    nonzero_memory = node.nonzero_of(MEMORY)
     for other in placed:
         requests = dict(other.requests)
         for resource, units in requests.items():

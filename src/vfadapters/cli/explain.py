@@ -49,6 +49,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     )
     if args.json:
         emit_json(result.to_dict())
+        # stdout holds the one document; the errors that make the exit code 2 also go to
+        # stderr, as every other exit 2 does, so a script sees why without parsing JSON
+        for issue in result.issues:
+            if issue.is_error:
+                sys.stderr.write(issue.render() + "\n")
     else:
         _print_explanation(result.to_dict(), sys.stdout)
     return EXIT_OK if result.valid else EXIT_INVALID

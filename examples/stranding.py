@@ -1,4 +1,4 @@
-"""A flow that fits, yet kube-scheduler strands one of its pods (scheduling.md §1.5).
+"""A flow that fits, yet kube-scheduler strands one of its pods (docs/scheduler-model.md, worked example).
 
 Two 2-GPU encoders and one 4-GPU model on two 4-GPU nodes: the exact packing
 puts both encoders on one node and the model on the other. kube-scheduler's

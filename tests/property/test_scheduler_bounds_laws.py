@@ -169,7 +169,7 @@ class _Plan:
 
 
 def test_a_cut_short_scheduler_phase_is_named_and_never_lands():
-    # 2,2,4 GPUs on two 4-GPU nodes: greedy strands the 4 (§1.5); an exact placement exists.
+    # 2,2,4 GPUs on two 4-GPU nodes: greedy strands the 4 (docs/scheduler-model.md); an exact placement exists.
     cluster = ClusterSnapshot.of(
         [node(name, allocatable={GPU: 4}, labels=dict([GPU_PRESENT_LABEL])) for name in ("a", "b")]
     )

@@ -42,7 +42,7 @@ from vfcore.placement.plan import plan, plan_pods
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = SolverConfig.deterministic(max_deterministic_time=20.0)
 
-# -- the catalogue is the reference's tables (scheduling.md §3.1) --------------------------------
+# -- the catalogue is NVIDIA's MIG profile tables (docs/mig.md) --------------------------------------
 
 # profile: (memory slices, compute slices, max count, valid starts)
 GEOMETRY = {

@@ -76,7 +76,7 @@ def unmutated(fn, *args, **kwargs):
     return out
 
 
-# -- the documented cases (reference/scheduling.md §1.5) ------------------------------
+# -- the documented cases (docs/scheduler-model.md, worked example) ------------------------------
 
 TWO_FOUR_GPU = snapshot(gpu_node("a", 4), gpu_node("b", 4))
 PODS_224 = [gpu_pod("p1", 0, 2), gpu_pod("p2", 0, 2), gpu_pod("p3", 0, 4)]

@@ -17,7 +17,7 @@ taints, has one more pod slot, and for every resource the pod requests
 older formula, by ``ScoringConfig.kube_version`` — TaintToleration and
 NodeAffinity, in Go's integer arithmetic): :mod:`vfcore.placement.scheduler.scoring`.
 
-Worked example (§1.5 of the scheduling reference): nodes ``a`` and ``b`` with
+Worked example (docs/scheduler-model.md): nodes ``a`` and ``b`` with
 4 GPUs each, GPUs scored by LeastAllocated, pods of 2, 2 and 4 GPUs in that
 order. P1 scores 50 on both: a tie, say ``a``. P2 scores ``(4-4)*100//4 = 0``
 on ``a`` and ``(4-2)*100//4 = 50`` on ``b``: ``b``. P3 then finds 2 free GPUs

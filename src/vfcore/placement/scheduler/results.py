@@ -116,7 +116,7 @@ class SchedulerPrediction:
     tie tree) or runs of the bounded search; ``search_nodes`` the (pod, load
     state) pairs the exhaustive search visited. When exhaustive,
     ``node_outcomes`` counts the node-level tie-break sequences the real
-    scheduler can produce (§1.5's "2/2 outcomes": two symmetric nodes are two
+    scheduler can produce (the worked example's "2/2 outcomes" in docs/scheduler-model.md: two symmetric nodes are two
     node outcomes but one collapsed outcome) and ``strand_probability`` is the
     exact chance that some pod strands when every tie is broken uniformly at
     random, as kube-scheduler's reservoir sampling does up to 1.35.

@@ -35,7 +35,8 @@ __all__ = [
 #: How a simulation breaks a score tie: ``"first"`` takes the tied node whose
 #: name sorts first, ``"last"`` the one that sorts last, and a seeded
 #: ``random.Random`` draws uniformly among the tied nodes (what kube-scheduler's
-#: reservoir sampling does).
+#: reservoir sampling did up to 1.35; 1.36 usually gives a tie to the earliest node
+#: in its list, so ``"first"`` is the closer single run there).
 TieBreak: TypeAlias = "Literal['first', 'last'] | random.Random"
 
 
@@ -64,7 +65,7 @@ class LastTie(TiePolicy):
 
 
 class RandomTie(TiePolicy):
-    """Uniform over the tied *nodes*, as reservoir sampling is (one draw per tie)."""
+    """Uniform over the tied *nodes*, as reservoir sampling was up to 1.35 (one draw per tie)."""
 
     name = "random"
 

@@ -1,7 +1,7 @@
 """Local executor throughput, against three processes joined by multiprocessing.Queue.
 
     python bench/bench_local.py            # every measurement
-    python bench/bench_local.py small      # one of: small large fanout startup
+    python bench/bench_local.py small      # one of: small large fanout startup realtime
 
 A producer → identity processor → consumer pipeline, measured two ways in the
 same run: through ``vfadapters.local.run`` and through a hand-written baseline
@@ -13,6 +13,13 @@ on the shared 2-core machines; compare the ratios.
 Targets (issue 7): small messages ≥ 1.0× the baseline; 1 MiB arrays ≥ 2 GB/s;
 fan-out to 4 partitioned replicas reported; a 10-node flow from ``run()`` to
 its first consumed message ≤ 2 s.
+
+``realtime`` (issue 13): a 30 fps producer into a node that takes 50 ms a
+frame (20 fps), REALTIME, with the default buffers (the freshest message
+kept per input) and with the old default (4,096 messages buffered,
+``--realtime-keep 4096``) in the same run: end-to-end latency p50/p99 (the
+run document's, producer emit → consume) and drops. Target: p99 ≤ 3 frames'
+worth (100 ms).
 """
 
 from __future__ import annotations
@@ -231,8 +238,69 @@ def bench_startup(tmp: Path, repeats: int = 5) -> None:
     print(f"  target ≤ 2 s: {'MET' if max(cold, warm) <= 2 else 'NOT MET'}")
 
 
+REALTIME_FLOW = """
+import time
+from vfcore import REALTIME, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+FRAMES = {frames}
+
+
+class Camera(ProducerNode):
+    # FRAMES frames at 30 fps (100-byte payloads: the message bound is what is measured)
+    def open(self):
+        self.i = 0
+        self.start = time.monotonic()
+
+    def next(self):
+        if self.i >= FRAMES:
+            raise StopIteration
+        delay = self.start + self.i / 30 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        self.i += 1
+        return b"x" * 100
+
+
+class Detector(ProcessorNode):
+    def process(self, frame):
+        time.sleep(0.050)
+        return frame
+
+
+class Sink(ConsumerNode):
+    def consume(self, frame):
+        pass
+
+
+flow = Flow([Sink(name="sink")(Detector(name="detector")(Camera(name="camera")))],
+            flow_type=REALTIME)
+"""
+
+
+def bench_realtime(tmp: Path, frames: int = 300) -> None:
+    path = tmp / "realtime_flow.py"
+    path.write_text(REALTIME_FLOW.format(frames=frames))
+    print(
+        f"\n[realtime] {frames} frames at 30 fps → a node taking 50 ms a frame → sink "
+        "(latency: producer emit → consume)"
+    )
+    for label, keep in (("default (keep 1)", None), ("old (4,096 kept)", 4096)):
+        summary = run(str(path), progress=False, realtime_keep=keep)
+        assert summary.status == "completed", summary.error
+        lat = summary.latency
+        assert lat is not None
+        dropped = summary.evicted
+        print(
+            f"  {label:18} p50 {lat.p50_ms:8.1f} ms  p99 {lat.p99_ms:8.1f} ms  "
+            f"max {lat.max_ms:8.1f} ms  delivered {lat.messages:>4}  dropped {dropped:>4} "
+            f"({dropped / frames:.0%})  took {summary.duration_s:.1f} s"
+        )
+        if keep is None:
+            print(f"  target p99 ≤ 100 ms (3 frames): {'MET' if lat.p99_ms <= 100 else 'NOT MET'}")
+
+
 def main(argv: list[str]) -> None:
-    which = argv or ["startup", "small", "large", "fanout"]
+    which = argv or ["startup", "small", "large", "fanout", "realtime"]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp:
         for name in which:
@@ -241,6 +309,7 @@ def main(argv: list[str]) -> None:
                 "large": bench_large,
                 "fanout": bench_fanout,
                 "startup": bench_startup,
+                "realtime": bench_realtime,
             }[name](Path(tmp))
 
 

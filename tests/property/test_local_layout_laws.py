@@ -3,7 +3,9 @@
 For every valid flow and any options: every partition of every partitioned
 node is owned by exactly one replica, and owner_of never names a buffer that
 does not exist; ``min <= replicas <= max`` and only scalable nodes may grow;
-pod names and slots are unique and dense; the layout is deterministic.
+pod names and slots are unique and dense; the layout is deterministic; every
+REALTIME edge keeps at least one message (the option, else one per parent of
+the child), no BATCH edge keeps a bound.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from hypothesis import strategies as st
 
 from tests.property.strategies import valid_specs
 from vfcore import FlowSpec, effective_replicas, owner_of, pod_name
-from vfcore.runtime.layout import LayoutOptions, LocalLayout, local_layout
+from vfcore.runtime.layout import (
+    DEFAULT_REALTIME_KEEP,
+    LayoutOptions,
+    LocalLayout,
+    local_layout,
+)
 
 options = st.builds(
     LayoutOptions,
@@ -24,6 +31,7 @@ options = st.builds(
     gpu_autoscaling=st.booleans(),
     max_replicas=st.integers(1, 8),
     strategy=st.sampled_from(["modulo", "jump"]),
+    realtime_keep=st.none() | st.integers(1, 64),
 )
 
 
@@ -111,3 +119,20 @@ def test_pod_names_and_slots_are_unique_and_dense(spec: FlowSpec, opts: LayoutOp
     again = local_layout(spec, opts)
     assert again == layout
     assert json.dumps(again.to_dict()) == json.dumps(layout.to_dict())
+
+
+@settings(max_examples=60)
+@given(valid_specs(), options)
+def test_realtime_edges_keep_a_bound_and_batch_edges_none(
+    spec: FlowSpec, opts: LayoutOptions
+) -> None:
+    layout = local_layout(spec, opts)
+    event(f"flow type: {spec.flow_type}; keep option: {opts.realtime_keep is not None}")
+    for edge in layout.edges:
+        if spec.flow_type == "batch":
+            assert edge.realtime_keep is None
+        elif opts.realtime_keep is not None:
+            assert edge.realtime_keep == opts.realtime_keep
+        else:
+            parents = len(spec.node(edge.child).parents)
+            assert edge.realtime_keep == DEFAULT_REALTIME_KEEP * parents >= 1

@@ -15,6 +15,7 @@ import pytest
 from vfcore import FlowSpec, InvalidInputError, NodeSpec, owner_of, partition_of, pod_name
 from vfcore.runtime.devices import DeviceRequest, GpuDevice, assign_devices
 from vfcore.runtime.layout import (
+    DEFAULT_REALTIME_KEEP,
     LOCAL_WAIVED_REASONS,
     LayoutOptions,
     LocalLayout,
@@ -294,13 +295,61 @@ def test_strict_shortfall_is_data_not_an_exception() -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [{"max_replicas": 0}, {"max_replicas": True}, {"gpu_policy": "loose"}, {"strategy": "ring"}],
-    ids=["max_replicas 0", "max_replicas bool", "unknown gpu policy", "unknown strategy"],
+    [
+        {"max_replicas": 0},
+        {"max_replicas": True},
+        {"gpu_policy": "loose"},
+        {"strategy": "ring"},
+        {"realtime_keep": 0},
+        {"realtime_keep": True},
+        {"realtime_keep": 1.5},
+        {"realtime_keep": 1 << 25},
+    ],
+    ids=[
+        "max_replicas 0",
+        "max_replicas bool",
+        "unknown gpu policy",
+        "unknown strategy",
+        "realtime_keep 0",
+        "realtime_keep bool",
+        "realtime_keep float",
+        "realtime_keep too large",
+    ],
 )
 def test_invalid_options_are_refused_with_a_rule(changes: dict[str, object]) -> None:
     with pytest.raises(InvalidInputError) as info:
         LayoutOptions(**changes)  # type: ignore[arg-type]
     assert info.value.rule == "invalid-layout-option"
+
+
+# -- REALTIME freshness --------------------------------------------------------------------
+
+
+def test_realtime_edges_keep_the_freshest_one_per_parent_and_batch_edges_none() -> None:
+    middle = (
+        NodeSpec("a", "processor", ("src",)),
+        NodeSpec("b", "processor", ("src",), nb_tasks=3),
+    )
+    realtime = local_layout(flow("realtime", *middle))
+    keeps = {(e.parent, e.child): e.realtime_keep for e in realtime.edges}
+    assert DEFAULT_REALTIME_KEEP == 1
+    # the sink joins a and b: it takes one parent's batch at a time, so 2 per buffer
+    assert keeps == {("src", "a"): 1, ("src", "b"): 1, ("a", "sink"): 2, ("b", "sink"): 2}
+    assert all(e.realtime_keep is None for e in local_layout(flow("batch", *middle)).edges)
+    assert all(
+        e.realtime_keep is None
+        for e in local_layout(flow("batch", *middle), LayoutOptions(realtime_keep=3)).edges
+    )
+
+
+def test_the_realtime_keep_option_overrides_the_rule_on_every_edge() -> None:
+    spec = flow(
+        "realtime", NodeSpec("a", "processor", ("src",)), NodeSpec("b", "processor", ("src",))
+    )
+    layout = local_layout(spec, LayoutOptions(realtime_keep=7))
+    assert {e.realtime_keep for e in layout.edges} == {7}
+    assert layout.to_dict()["options"]["realtime_keep"] == 7
+    assert {e["realtime_keep"] for e in layout.to_dict()["edges"]} == {7}
 
 
 def test_the_same_input_gives_the_same_layout() -> None:

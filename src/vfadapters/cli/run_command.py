@@ -103,6 +103,14 @@ def register(sub: Any) -> None:
         help="messages each input buffer holds (4096)",
     )
     p.add_argument(
+        "--realtime-keep",
+        type=int,
+        default=None,
+        metavar="N",
+        help="REALTIME: the freshest messages each input buffer keeps waiting; older ones "
+        "are evicted and counted (default: 1 per parent of the receiving node)",
+    )
+    p.add_argument(
         "--stall-warning",
         type=float,
         default=10.0,
@@ -136,6 +144,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             scale_target=args.scale_target,
             buffer_mib=args.buffer_mib,
             buffer_messages=args.buffer_messages,
+            realtime_keep=args.realtime_keep,
             progress=False if args.no_progress else None,
             start_method=args.start_method,
             stall_warning_s=args.stall_warning,
@@ -200,6 +209,14 @@ def print_summary(doc: dict[str, Any], out: TextIO) -> None:
         out.write("\nevictions (REALTIME: a full buffer drops its oldest messages)\n")
         for e in evicted:
             out.write(f"  {e['parent']} → {e['child']}: {e['evicted']} of {e['written']} evicted\n")
+    consumers = [(name, n["latency"]) for name, n in doc["nodes"].items() if n.get("latency")]
+    if consumers:
+        out.write("\nlatency (producer emit → consume, p50 / p99 / max)\n")
+        for name, lat in consumers:
+            out.write(
+                f"  {name}: {lat['p50_ms'] / 1e3:.4f} s / {lat['p99_ms'] / 1e3:.4f} s / "
+                f"{lat['max_ms'] / 1e3:.4f} s over {lat['messages']} message(s)\n"
+            )
     gpu = doc.get("gpu")
     if gpu and gpu.get("devices"):
         out.write(f"\ngpu assignment ({gpu['status']})\n")

@@ -57,6 +57,7 @@ def run(
     scale_target: int = 10,
     buffer_mib: float = 16.0,
     buffer_messages: int = 4096,
+    realtime_keep: int | None = None,
     progress: bool | None = None,
     start_method: str = "forkserver",
     handle_signals: bool = True,
@@ -84,7 +85,10 @@ def run(
     ``autoscale``: competing processors grow from ``nb_tasks`` up to
     ``max_replicas`` and back with their backlog (``scale_target`` messages per
     replica, checked every ``scale_interval_s``). ``buffer_mib`` and
-    ``buffer_messages`` bound each input buffer.
+    ``buffer_messages`` bound each input buffer. ``realtime_keep``
+    (REALTIME flows): how many of the freshest messages each input buffer keeps
+    waiting; older ones are evicted and counted (None: 1 per parent of the
+    receiving node, see :func:`vfcore.runtime.layout.realtime_keep_of`).
     """
     options = RunOptions(
         drain_timeout_s=drain_timeout_s,
@@ -98,6 +102,7 @@ def run(
         scale_target=scale_target,
         buffer_mib=buffer_mib,
         buffer_messages=buffer_messages,
+        realtime_keep=realtime_keep,
         progress=progress,
         start_method=start_method,
         handle_signals=handle_signals,

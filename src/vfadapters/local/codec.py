@@ -1,7 +1,7 @@
 """Encoding batches of messages for the rings: pickle protocol 5, large buffers out of band.
 
 A batch is a list of envelopes ``(trace_id, event_ts_ms, metadata or None,
-payload)``. Large numpy arrays, ``bytes`` and CPU torch tensors travel as
+payload, emitted_ns)`` (``emitted_ns``: the producer's emit, ``time.monotonic_ns``). Large numpy arrays, ``bytes`` and CPU torch tensors travel as
 out-of-band buffers: the writer copies each once into the ring, the reader
 copies it once out (so a payload never aliases ring memory that a later
 batch will overwrite). Small objects stay in the pickle body, so a batch of
@@ -115,7 +115,7 @@ def encode(envelopes: Sequence[tuple[Any, ...]]) -> tuple[bytes, list[memoryview
         payload = e[3]
         kind = type(payload)
         if (kind is bytes and len(payload) >= OUT_OF_BAND_BYTES) or kind is dict:
-            boxed = [(x[0], x[1], x[2], _box(x[3])) for x in envelopes[i:]]
+            boxed = [(x[0], x[1], x[2], _box(x[3]), *x[4:]) for x in envelopes[i:]]
             boxed = [*envelopes[:i], *boxed]
             break
     buffers: list[pickle.PickleBuffer] = []

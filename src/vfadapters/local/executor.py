@@ -254,6 +254,8 @@ class _Coordinator:
                         capacity=capacity,
                         # a join pins halves until their group leaves: room for the lead
                         max_messages=opts.buffer_messages * (4 if join else 1),
+                        # REALTIME: the freshest few wait, older ones are evicted
+                        keep=self.layout.edge(parent, spec.name).realtime_keep,
                     )
                     self.segments.append(segment)
                     per_owner.append(ring)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfcore import InvalidInputError
-from vfcore.runtime.layout import LayoutOptions
+from vfcore.runtime.layout import DEFAULT_REALTIME_KEEP, MAX_REALTIME_KEEP, LayoutOptions
 
 __all__ = [
     "MAX_BUFFER_MESSAGES",
@@ -101,6 +101,7 @@ class RunOptions:
     scale_target: int = 10
     buffer_mib: float = 16.0
     buffer_messages: int = 4096
+    realtime_keep: int | None = None  # None: the layout's rule (1 per parent of the child)
     progress: bool | None = None  # None: a live table when stderr is a terminal
     start_method: str = "forkserver"
     handle_signals: bool = True
@@ -145,6 +146,17 @@ class RunOptions:
                 f"buffer_messages={self.buffer_messages!r} is outside [1, {MAX_BUFFER_MESSAGES:,}]",
                 "give a whole number of messages, e.g. 4096 (--buffer-messages, the default)",
             )
+        keep = self.realtime_keep
+        if keep is not None and not (
+            isinstance(keep, int) and not isinstance(keep, bool) and 1 <= keep <= MAX_REALTIME_KEEP
+        ):
+            raise InvalidInputError(
+                "realtime-keep-out-of-range",
+                f"realtime_keep={keep!r} is outside [1, {MAX_REALTIME_KEEP:,}]: it is how many "
+                "of the freshest messages a REALTIME input buffer keeps waiting",
+                f"give a whole number of messages, e.g. {DEFAULT_REALTIME_KEEP} "
+                "(--realtime-keep; the default is 1 per parent of the receiving node)",
+            )
         if not (
             isinstance(self.scale_interval_s, int | float) and 0 < self.scale_interval_s < math.inf
         ):
@@ -169,4 +181,5 @@ class RunOptions:
             gpu_autoscaling=self.gpu_autoscaling,
             max_replicas=self.max_replicas,
             gpu_policy="strict" if self.gpu_policy == "strict" else "share",
+            realtime_keep=self.realtime_keep,
         )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfadapters.local.config import SLOT
+from vfadapters.local.latency import merge, summarise
 from vfadapters.local.ring import MC, ME, MW, RD, WAITS
 from vfadapters.local.state import LiveNode, RunState
 from vfadapters.local.summary import EdgeSummary, NodeSummary, RunSummary, ScalingEvent, Stall
@@ -80,6 +81,7 @@ class Progress:
             backlog=node.backlog(),
             max_replicas=node.peak,
             devices=devices,
+            latency=summarise(node.latency, node.latency_max_ns),
         )
 
     def edge_summaries(self) -> tuple[EdgeSummary, ...]:
@@ -101,6 +103,7 @@ class Progress:
                         int(evicted),
                         int(redelivered),
                         int(waits),
+                        rings[0].keep or None,
                     )
                 )
         return tuple(out)
@@ -262,6 +265,11 @@ def build_summary(
     """The run's :class:`RunSummary` from its counters and what the other parts report."""
     nodes = {name: progress.node_summary(node) for name, node in state.nodes.items()}
     dead = sum(n.dead_letters for n in nodes.values())
+    consumers = [node for node in state.nodes.values() if node.latency]
+    latency = summarise(
+        merge(node.latency for node in consumers),
+        max((node.latency_max_ns for node in consumers), default=0),
+    )
     return RunSummary(
         flow=state.spec.name,
         flow_type=state.spec.flow_type,
@@ -279,4 +287,5 @@ def build_summary(
         pids=tuple(pid for rep in state.replicas.values() for pid in rep.pids),
         stalls=tuple(Stall(**stall) for stall in progress.stalls),
         stall_warning_s=state.opts.stall_warning_s or None,
+        latency=latency,
     )

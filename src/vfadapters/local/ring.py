@@ -22,7 +22,13 @@ Backpressure (BATCH): a writer that finds no room waits on the ring's ``space``
 semaphore (a reader posts it when it settles while writers wait); no
 spinning. Eviction (REALTIME): a writer that finds no room evicts the oldest
 *pending* records (never in-flight ones) and counts them; if nothing is pending
-the incoming batch itself is evicted. Writers never wait in REALTIME.
+the incoming batch itself is evicted. Writers never wait in REALTIME. A REALTIME
+ring also has a *keep* bound (``Ring.create(keep=...)``, the layout's
+``realtime_keep``): a writer evicts the oldest pending records until the
+pending messages, its own batch included, are at most ``keep``; a batch of more
+than ``keep`` messages is written only into a ring with nothing pending, so
+writers cap their REALTIME batches at ``keep`` messages and the bound holds per
+message. In-flight records (being handled) do not count against ``keep``.
 
 Each record is laid out contiguously (a WRAP filler takes the end of the
 buffer when a record does not fit there), so a batch is parsed from one slice::
@@ -43,7 +49,7 @@ from vfadapters.local.shm import Segment
 __all__ = ["HEADER_BYTES", "Claim", "Closed", "Full", "Ring", "RingHandle", "StopWaiting"]
 
 # header fields (u64 each)
-W, R, C, MW, MR, MC, ME, SW, RW, RD, CL, CAP, MAXM, BW, WAITS, EVR, RET = range(17)
+W, R, C, MW, MR, MC, ME, SW, RW, RD, CL, CAP, MAXM, BW, WAITS, EVR, RET, KEEP = range(18)
 HEADER_BYTES = 256
 
 # record kinds (low 4 bits), flags, and the claiming replica (+1) from bit 8
@@ -126,19 +132,21 @@ class Ring:
         self.h = segment.buf[:HEADER_BYTES].cast("Q")
         self.capacity = int(self.h[CAP])
         self.max_messages = int(self.h[MAXM])
+        self.keep = int(self.h[KEEP])  # 0: no keep bound (BATCH)
         self.data = segment.buf[HEADER_BYTES : HEADER_BYTES + self.capacity]
 
     # -- lifetime ---------------------------------------------------------------------
 
     @classmethod
     def create(
-        cls, handle: RingHandle, *, capacity: int, max_messages: int
+        cls, handle: RingHandle, *, capacity: int, max_messages: int, keep: int | None = None
     ) -> tuple[Ring, Segment]:
         capacity = _align(max(capacity, 4096), 64)
         segment = Segment.create(handle.name, HEADER_BYTES + capacity)
         h = segment.buf[:HEADER_BYTES].cast("Q")
         h[CAP] = capacity
         h[MAXM] = max(1, max_messages)
+        h[KEEP] = 0 if keep is None else max(1, keep)
         h.release()
         return cls(handle, segment), segment
 
@@ -209,6 +217,7 @@ class Ring:
             )
         h = self.h
         lock = self.lock
+        keep = self.keep if evict else 0
         evicted = 0
         lock.acquire()
         try:
@@ -228,7 +237,11 @@ class Ring:
                     pad = 0
                 queued = h[MW] - h[MC]
                 if used + pad + need <= cap and (queued + count <= h[MAXM] or queued == 0):
-                    break
+                    if not keep:
+                        break
+                    pending = h[MW] - h[MR]
+                    if pending + count <= keep or pending == 0:
+                        break
                 if pad and w == h[C] and need <= cap:
                     # empty, but the record fits neither before nor after the wrap point:
                     # start the next lap at offset 0 (nothing is pending or in flight)

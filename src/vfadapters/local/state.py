@@ -50,6 +50,8 @@ class LiveNode:
     peak: int = 0
     in_rings: list[list[Ring]] = field(default_factory=list)  # [parent][owner]
     doorbells: list[Any] = field(default_factory=list)  # [owner]
+    latency: dict[int, int] = field(default_factory=dict)  # consumers: merged histograms
+    latency_max_ns: int = 0
 
     def __post_init__(self) -> None:
         self.slots = self.layout.slots

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from vfadapters.local.latency import Latency
+
 __all__ = ["EdgeSummary", "NodeSummary", "RunStatus", "RunSummary", "ScalingEvent", "Stall"]
 
 RunStatus = Literal["completed", "failed", "stopped"]
@@ -27,6 +29,9 @@ class NodeSummary:
     upper bound on the duplicates it may have emitted). ``join_dropped``:
     messages a join dropped (timeout, eviction, duplicate, end of stream).
     ``returned_none``: producers, ``next()`` calls that returned None ("nothing now").
+    ``latency``: consumers, the end-to-end latency of what they consumed, from
+    the producer's emit to the call of ``consume()`` (:mod:`vfadapters.local.latency`);
+    None for other nodes and for a consumer that consumed nothing.
     """
 
     name: str
@@ -46,6 +51,7 @@ class NodeSummary:
     backlog: int = 0
     max_replicas: int = 0
     devices: dict[str, str] = field(default_factory=dict)
+    latency: Latency | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +71,7 @@ class NodeSummary:
             "returned_none": self.returned_none,
             "backlog": self.backlog,
             "devices": dict(self.devices),
+            "latency": None if self.latency is None else self.latency.to_dict(),
         }
 
 
@@ -73,7 +80,9 @@ class EdgeSummary:
     """One edge ``parent → child``: messages written into it, taken, evicted.
 
     ``backpressure_waits``: how many times a writer found the edge's buffers
-    full and waited (BATCH backpressure at work).
+    full and waited (BATCH backpressure at work). ``realtime_keep``: REALTIME,
+    how many of the freshest messages each of the child's buffers on the edge
+    keeps waiting (None in BATCH).
     """
 
     parent: str
@@ -83,6 +92,7 @@ class EdgeSummary:
     evicted: int
     redelivered: int
     backpressure_waits: int = 0
+    realtime_keep: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +103,7 @@ class EdgeSummary:
             "evicted": self.evicted,
             "redelivered": self.redelivered,
             "backpressure_waits": self.backpressure_waits,
+            "realtime_keep": self.realtime_keep,
         }
 
 
@@ -155,6 +166,8 @@ class RunSummary:
     says why). ``dead_letters`` counts the entries this run appended to
     ``dead_letter_path`` (``None`` when it wrote none). ``stalls``: nodes that
     made no progress for ``stall_warning_s`` seconds (see :class:`Stall`).
+    ``latency``: the end-to-end latency over every consumer (None when none
+    consumed anything).
     """
 
     flow: str
@@ -173,6 +186,7 @@ class RunSummary:
     pids: tuple[int, ...] = ()
     stalls: tuple[Stall, ...] = ()
     stall_warning_s: float | None = None
+    latency: Latency | None = None
 
     @property
     def ok(self) -> bool:
@@ -204,4 +218,5 @@ class RunSummary:
             "stop": self.stop,
             "stall_warning_s": self.stall_warning_s,
             "stalls": [s.to_dict() for s in self.stalls],
+            "latency": None if self.latency is None else self.latency.to_dict(),
         }

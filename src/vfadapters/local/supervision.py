@@ -160,6 +160,11 @@ class Supervisor:
             rep.state = "aborted"
         elif kind == "log":
             self.state.voice.say(event[1], event[2])
+        elif kind == "latency":
+            node = self.state.nodes[rep.node]
+            for bucket, n in event[1].items():
+                node.latency[bucket] = node.latency.get(bucket, 0) + n
+            node.latency_max_ns = max(node.latency_max_ns, event[2])
         elif kind == "failed":
             _, phase, message, tb = event
             rep.state = "failed"

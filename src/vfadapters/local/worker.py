@@ -38,6 +38,7 @@ import numpy as np
 
 from vfadapters.local.codec import decode, encode
 from vfadapters.local.config import CTL, SLOT, EdgeOut, WorkerConfig, slot_base
+from vfadapters.local.latency import bucket_of
 from vfadapters.local.ring import Claim, Ring, StopWaiting, record_size
 from vfadapters.local.shm import Segment
 from vfcore import owner_of
@@ -208,6 +209,7 @@ class _Edge:
         "buffers",
         "child",
         "cost_field",
+        "keep",
         "limit",
         "rings",
         "routing",
@@ -225,7 +227,10 @@ class _Edge:
         self.strategy = edge.strategy
         self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in self.rings]
         self.sizes = [0] * len(self.rings)
-        self.limit = 8  # until the child has measured what one message costs it
+        # REALTIME: a record holds at most as many messages as the child's buffers keep
+        # waiting (evictions take whole records, so the keep bound holds per message)
+        self.keep = min((r.keep for r in self.rings), default=0) or (1 << 62)
+        self.limit = min(8, self.keep)  # until the child has measured what one message costs it
 
 
 class _Worker:
@@ -236,6 +241,8 @@ class _Worker:
         self.realtime = cfg.flow_type == "realtime"
         self._dead_fd: int | None = None
         self.name = cfg.pod
+        self.latency: dict[int, int] = {}  # consumers: histogram of end-to-end latencies
+        self.latency_max_ns = 0
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -317,6 +324,7 @@ class _Worker:
         except Aborted:
             if not self.close_node(report=True):
                 return 1
+            self.send_latency()
             self.send(("aborted",))
             return 0
         except _ProducerFailed as exc:
@@ -330,8 +338,21 @@ class _Worker:
         if not self.close_node(report=True):
             return 1  # what close() should have flushed may be lost: the run fails
         self.ctl[self.base + SLOT.STATE] = SLOT.DONE
+        self.send_latency()
         self.send(("done",))
         return 0
+
+    def send_latency(self) -> None:
+        if self.latency:
+            self.send(("latency", self.latency, self.latency_max_ns))
+
+    def note_latency(self, emitted_ns: int) -> None:
+        """A consumer is about to consume a message emitted at ``emitted_ns`` (monotonic)."""
+        ns = time.monotonic_ns() - emitted_ns
+        b = bucket_of(ns)
+        self.latency[b] = self.latency.get(b, 0) + 1
+        if ns > self.latency_max_ns:
+            self.latency_max_ns = ns
 
     def build_node(self) -> Any:
         if self.cfg.preload:
@@ -453,8 +474,10 @@ class _Worker:
 
     # -- output ----------------------------------------------------------------------------
 
-    def emit(self, trace_id: str, ts: float | None, meta: Any, payload: Any) -> None:
-        env = (trace_id, ts, meta, payload)
+    def emit(
+        self, trace_id: str, ts: float | None, meta: Any, payload: Any, emitted_ns: int
+    ) -> None:
+        env = (trace_id, ts, meta, payload, emitted_ns)
         size = _estimate(payload)
         for edge in self.edges:
             if edge.routing == "partitioned":
@@ -502,7 +525,10 @@ class _Worker:
         self.add(SLOT.EMITTED, len(envs))
         cost = self.ctl[edge.cost_field]
         if cost:
-            edge.limit = max(1, min(self.cfg.batch_max, int(self.cfg.batch_target_s * 1e9 / cost)))
+            edge.limit = max(
+                1,
+                min(self.cfg.batch_max, edge.keep, int(self.cfg.batch_target_s * 1e9 / cost)),
+            )
 
     def write_batch(self, ring: Ring, envs: list[tuple[Any, ...]]) -> None:
         body, buffers = encode(envs)
@@ -576,7 +602,7 @@ class _Worker:
             ts = ctx.event_ts_ms
             if ts is None:
                 ts = time.time() * 1000.0
-            self.emit(trace_id, ts, ctx._out_metadata(), item)
+            self.emit(trace_id, ts, ctx._out_metadata(), item, time.monotonic_ns())
             produced += 1
             if not pending_since:
                 pending_since = t1
@@ -605,6 +631,7 @@ class _Worker:
         active_index = self.base + SLOT.ACTIVE
         reader = self.cfg.replica
         clock = time.perf_counter
+        note_latency = self.note_latency
         while True:
             if not ctl[active_index]:
                 return  # retired by autoscaling: nothing is held, others go on
@@ -618,9 +645,11 @@ class _Worker:
             envs = decode(ring.view(claim), claim.nbufs)
             t0 = clock()
             filtered = 0
-            for trace_id, ts, meta, payload in envs:
+            for trace_id, ts, meta, payload, emitted_ns in envs:
                 if ctl[abort_index]:
                     raise Aborted
+                if consumer:
+                    note_latency(emitted_ns)
                 begin(trace_id, ts, meta)
                 try:
                     out = fn(payload, ctx=ctx) if pass_ctx else fn(payload)
@@ -632,7 +661,7 @@ class _Worker:
                     filtered += 1
                     continue
                 keys = ctx._keys
-                emit(trace_id, ts, meta if keys is None else ctx._out_metadata(), out)
+                emit(trace_id, ts, meta if keys is None else ctx._out_metadata(), out, emitted_ns)
             n = len(envs)
             self.record_cost(clock() - t0, n)
             self.flush_all()
@@ -689,10 +718,11 @@ class _Worker:
                 in_flight[i].append(claim)
                 t0 = time.perf_counter()
                 parent = parents[i]
-                for trace_id, ts, meta, payload in envs:
+                for trace_id, ts, meta, payload, emitted_ns in envs:
                     if self.aborting():
                         raise Aborted
-                    message = Message(trace_id, (payload, meta, claim if pin else None), ts)
+                    held = (payload, meta, claim if pin else None, emitted_ns)
+                    message = Message(trace_id, held, ts)
                     self.handle_join(asm.offer(parent, message, now_ms=now_ms()), fn, pass_ctx)
                 if not pin:
                     claim.outstanding = 0
@@ -739,6 +769,10 @@ class _Worker:
                         meta = dict(held[1]) if meta is None else {**meta, **held[1]}
             if ts is None:
                 ts = next((m.event_ts_ms for _, m in group.messages), None)
+            # the earliest emit of the group's members
+            emitted_ns = min((m.payload[3] for _, m in group.messages), default=time.monotonic_ns())
+            if consumer:
+                self.note_latency(emitted_ns)
             ctx._begin(group.trace_id, ts, meta)
             result = self.call(fn, pass_ctx, tuple(args), group.trace_id)
             self.add(SLOT.PROCESSED)
@@ -746,7 +780,7 @@ class _Worker:
                 if result is None:
                     self.add(SLOT.FILTERED)
                 else:
-                    self.emit(group.trace_id, ts, ctx._out_metadata(), result)
+                    self.emit(group.trace_id, ts, ctx._out_metadata(), result, emitted_ns)
             for _, message in group.messages:
                 claim = message.payload[2]
                 if claim is not None:

@@ -16,6 +16,16 @@ executor (``vfadapters.local``) carries it out and decides nothing of its own:
   replica), ``competing`` (replicas share one input buffer; whoever is free
   takes the next batch) or ``partitioned`` (one input buffer per replica; the
   owner is :func:`vfcore.owner_of` with the edge's ``strategy``);
+* **REALTIME freshness** per edge (``realtime_keep``): how many messages a
+  child's input buffer on that edge keeps waiting (written, not yet taken) in
+  a REALTIME flow; a writer that would exceed it evicts the oldest waiting
+  messages, and writers batch at most that many messages per record, so the
+  bound holds per message. The rule (:func:`realtime_keep_of`):
+  ``LayoutOptions.realtime_keep`` when given (every edge keeps exactly that
+  many), else :data:`DEFAULT_REALTIME_KEEP` (1, as videoflow keeps) times the
+  child's number of parents (a join takes one parent's batch at a time, round
+  robin, so each of its buffers waits up to that many turns). None in BATCH
+  flows, which never evict;
 * **devices** per GPU pod: :func:`vfcore.runtime.devices.assign_devices` over the
   inventory passed in.
 
@@ -57,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from vfcore.errors import InvalidInputError
-from vfcore.flow.spec import FlowSpec, NodeSpec
+from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
 from vfcore.flow.validate import effective_replicas
 from vfcore.placement.demand import AutoscalingOptions, Reason, autoscaling_rejections, pod_name
 from vfcore.routing.partition import STRATEGIES, Strategy
@@ -71,7 +81,9 @@ from vfcore.runtime.devices import (
 )
 
 __all__ = [
+    "DEFAULT_REALTIME_KEEP",
     "LOCAL_WAIVED_REASONS",
+    "MAX_REALTIME_KEEP",
     "ROUTINGS",
     "EdgeLayout",
     "LayoutOptions",
@@ -80,6 +92,7 @@ __all__ = [
     "PodLayout",
     "Routing",
     "local_layout",
+    "realtime_keep_of",
 ]
 
 Routing = Literal["single", "competing", "partitioned"]
@@ -91,6 +104,14 @@ ROUTINGS: Final[tuple[Routing, ...]] = ("single", "competing", "partitioned")
 #: replicas share one input buffer in BATCH flows too).
 LOCAL_WAIVED_REASONS: Final[frozenset[str]] = frozenset({"batch-job"})
 
+#: Messages a REALTIME input buffer keeps waiting per parent of its child when
+#: ``LayoutOptions.realtime_keep`` is not given: 1, the freshest, as videoflow
+#: keeps (``max_msgs`` 1 per subject). A node slower than its input then works
+#: on a message at most one arrival interval old when it takes it.
+DEFAULT_REALTIME_KEEP: Final[int] = 1
+#: The largest ``realtime_keep`` (the most messages one input buffer may hold).
+MAX_REALTIME_KEEP: Final[int] = 1 << 24
+
 
 @dataclass(frozen=True, slots=True)
 class LayoutOptions:
@@ -100,7 +121,9 @@ class LayoutOptions:
     ``gpu_autoscaling``: admit GPU nodes too; ``gpu_policy``: ``share`` runs GPU
     replicas anyway when the cards fall short, ``strict`` refuses (see
     :func:`~vfcore.runtime.devices.assign_devices`); ``strategy``: how a
-    partitioned edge maps keys to owners (:func:`vfcore.partition_of`).
+    partitioned edge maps keys to owners (:func:`vfcore.partition_of`);
+    ``realtime_keep``: in REALTIME flows, how many messages every input buffer
+    keeps waiting (None: the rule of :func:`realtime_keep_of`).
     """
 
     autoscale: bool = False
@@ -108,6 +131,7 @@ class LayoutOptions:
     max_replicas: int = 10
     gpu_policy: GpuPolicy = "share"
     strategy: Strategy = "modulo"
+    realtime_keep: int | None = None
 
     def __post_init__(self) -> None:
         m = self.max_replicas
@@ -129,6 +153,16 @@ class LayoutOptions:
                 f"strategy={self.strategy!r} is not one of {', '.join(STRATEGIES)}",
                 "use 'modulo' (the default) or 'jump'",
             )
+        k = self.realtime_keep
+        if k is not None and (
+            not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_REALTIME_KEEP
+        ):
+            raise InvalidInputError(
+                "invalid-layout-option",
+                f"realtime_keep={k!r} must be a whole number in [1, {MAX_REALTIME_KEEP:,}]",
+                f"give how many of the freshest messages a REALTIME buffer keeps waiting, "
+                f"e.g. {DEFAULT_REALTIME_KEEP} (videoflow keeps 1)",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,7 +171,30 @@ class LayoutOptions:
             "max_replicas": self.max_replicas,
             "gpu_policy": self.gpu_policy,
             "strategy": self.strategy,
+            "realtime_keep": self.realtime_keep,
         }
+
+
+def realtime_keep_of(child: NodeSpec, flow_type: str, options: LayoutOptions) -> int | None:
+    """How many messages a REALTIME input buffer of ``child`` keeps waiting (None in BATCH).
+
+    ``options.realtime_keep`` when given, else :data:`DEFAULT_REALTIME_KEEP` times
+    the child's number of parents:
+
+    >>> from vfcore import NodeSpec
+    >>> join = NodeSpec("pair", "processor", ("left", "right"))
+    >>> realtime_keep_of(join, "realtime", LayoutOptions())
+    2
+    >>> realtime_keep_of(join, "realtime", LayoutOptions(realtime_keep=5))
+    5
+    >>> realtime_keep_of(join, "batch", LayoutOptions()) is None
+    True
+    """
+    if flow_type != REALTIME:
+        return None
+    if options.realtime_keep is not None:
+        return options.realtime_keep
+    return DEFAULT_REALTIME_KEEP * max(1, len(child.parents))
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +278,8 @@ class EdgeLayout:
     message's buffer with ``vfcore.owner_of(child_spec, trace_id=...,
     metadata=..., strategy=strategy)``, which is below ``owners`` because the
     child's ``owners`` is its :func:`vfcore.effective_replicas`.
+    ``realtime_keep``: REALTIME only (None in BATCH), how many messages each of
+    the child's buffers on this edge keeps waiting (:func:`realtime_keep_of`).
     """
 
     parent: str
@@ -229,6 +288,7 @@ class EdgeLayout:
     owners: int
     partition_by: str | None = None
     strategy: Strategy = "modulo"
+    realtime_keep: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -238,6 +298,7 @@ class EdgeLayout:
             "owners": self.owners,
             "partition_by": self.partition_by,
             "strategy": self.strategy,
+            "realtime_keep": self.realtime_keep,
         }
 
 
@@ -318,7 +379,13 @@ def local_layout(
         nodes = [_with_devices(n, devices) if spec.node(n.name).is_gpu else n for n in nodes]
     by_name = {n.name: n for n in nodes}
     edges = tuple(
-        _edge_layout(parent, node, by_name[node.name], opts.strategy)
+        _edge_layout(
+            parent,
+            node,
+            by_name[node.name],
+            opts.strategy,
+            realtime_keep_of(node, spec.flow_type, opts),
+        )
         for node in spec.nodes
         for parent in node.parents
     )
@@ -394,11 +461,11 @@ def _with_devices(node: NodeLayout, assignment: DeviceAssignment) -> NodeLayout:
 
 
 def _edge_layout(
-    parent: str, child: NodeSpec, layout: NodeLayout, strategy: Strategy
+    parent: str, child: NodeSpec, layout: NodeLayout, strategy: Strategy, keep: int | None
 ) -> EdgeLayout:
     if layout.partitioned:
         return EdgeLayout(
-            parent, child.name, "partitioned", layout.owners, child.partition_by, strategy
+            parent, child.name, "partitioned", layout.owners, child.partition_by, strategy, keep
         )
     routing: Routing = "competing" if layout.max_replicas > 1 else "single"
-    return EdgeLayout(parent, child.name, routing, 1, strategy=strategy)
+    return EdgeLayout(parent, child.name, routing, 1, strategy=strategy, realtime_keep=keep)

@@ -83,6 +83,7 @@ __all__ = [
     "WARNING",
     "AutoscalingOptions",
     "Backlog",
+    "BrokerTopology",
     "CapacityCap",
     "ClusterSnapshot",
     "ConsumerNode",
@@ -137,6 +138,7 @@ __all__ = [
     "SolverReport",
     "Taint",
     "Toleration",
+    "TopologyOptions",
     "Trigger",
     "Unknown",
     "Unobserved",
@@ -144,6 +146,7 @@ __all__ = [
     "__version__",
     "assign_devices",
     "autoscaling_rejections",
+    "broker_topology",
     "capacity_cap",
     "check_layout",
     "check_placement",
@@ -238,6 +241,7 @@ _LAZY_MODULES = {
         "devices",
     ),
     **dict.fromkeys(("LayoutOptions", "LocalLayout", "local_layout"), "layout"),
+    **dict.fromkeys(("BrokerTopology", "TopologyOptions", "broker_topology"), "topology"),
 }
 
 
@@ -247,13 +251,14 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
     from vfcore import scaling
     from vfcore.placement import mig, scheduler
-    from vfcore.runtime import devices, layout
+    from vfcore.runtime import devices, layout, topology
 
     modules = {
         "scheduler": scheduler,
         "scaling": scaling,
         "devices": devices,
         "layout": layout,
+        "topology": topology,
         "mig": mig,
     }
     module = modules[module_name]

@@ -3,7 +3,9 @@
 Loaded on first use, never by ``import vfcore`` (``vf explain`` does not need it).
 :mod:`vfcore.runtime.devices` assigns GPU devices to the GPU replicas of a local run;
 :mod:`vfcore.runtime.layout` lays out a whole local run (replica bounds, pods and
-slots, routing per edge, devices) for the local executor to carry out.
+slots, routing per edge, devices) for the local executor to carry out;
+:mod:`vfcore.runtime.topology` lists the NATS JetStream streams, subjects and
+consumers of a broker run (``broker_topology``).
 """
 
 from vfcore.runtime.devices import (
@@ -26,14 +28,38 @@ from vfcore.runtime.layout import (
     Routing,
     local_layout,
 )
+from vfcore.runtime.topology import (
+    MAX_NATS_NAME,
+    MAX_SUBJECT,
+    RUN_ID_PATTERN,
+    BrokerTopology,
+    ConsumerConfig,
+    DeadLetters,
+    EdgeRoute,
+    StreamConfig,
+    TopologyConsumer,
+    TopologyOptions,
+    broker_topology,
+    check_run_id,
+    nats_name_problem,
+    nats_subject_problem,
+    subject_matches,
+)
 
 __all__ = [
     "GPU_POLICIES",
     "LOCAL_WAIVED_REASONS",
+    "MAX_NATS_NAME",
+    "MAX_SUBJECT",
     "ROUTINGS",
+    "RUN_ID_PATTERN",
+    "BrokerTopology",
+    "ConsumerConfig",
+    "DeadLetters",
     "DeviceAssignment",
     "DeviceRequest",
     "EdgeLayout",
+    "EdgeRoute",
     "GpuDevice",
     "GpuPolicy",
     "LayoutOptions",
@@ -41,7 +67,15 @@ __all__ = [
     "NodeLayout",
     "PodLayout",
     "Routing",
+    "StreamConfig",
+    "TopologyConsumer",
+    "TopologyOptions",
     "assign_devices",
+    "broker_topology",
+    "check_run_id",
     "local_layout",
+    "nats_name_problem",
+    "nats_subject_problem",
+    "subject_matches",
     "visible_devices",
 ]

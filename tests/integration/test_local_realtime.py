@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.integration.test_local_batch import read_lines, write_flow
 from vfadapters.local import run
+from vfcore import InvalidInputError
 
 
 def test_a_slow_node_evicts_the_oldest_and_counts_produced_minus_delivered(
@@ -92,7 +95,10 @@ def test_a_realtime_join_drops_halves_that_time_out_and_counts_them(tmp_path: Pa
         flow = Flow([Record({str(out)!r}, name="sink")(pair)], flow_type=REALTIME)
         """,
     )
-    summary = run(flow, progress=False)
+    # about join timeouts, not freshness: buffers deep enough that nothing is evicted
+    # (with the freshest one kept, what src emits while the join's workers still
+    # start, or while a loaded machine stalls them, is evicted, as REALTIME should)
+    summary = run(flow, progress=False, realtime_keep=4096)
     assert summary.status == "completed", summary.error
     pairs = read_lines(out)
     assert sorted(r for _, r in pairs) == [x for x in range(500) if x % 5]
@@ -249,3 +255,13 @@ flow = Flow([sink], flow_type=BATCH)
     assert all(e.realtime_keep is None for e in summary.edges)
     latency = summary.nodes["sink"].latency
     assert latency is not None and latency.messages == 300
+
+
+@pytest.mark.parametrize("keep", [0, -1, True, 1 << 25])
+def test_an_invalid_realtime_keep_is_refused_before_anything_starts(
+    tmp_path: Path, keep: object
+) -> None:
+    flow = write_flow(tmp_path, "flow = Flow([Record('x', name='sink')(Numbers(1, name='src'))])")
+    with pytest.raises(InvalidInputError) as info:
+        run(flow, progress=False, realtime_keep=keep)  # type: ignore[arg-type]
+    assert info.value.rule == "realtime-keep-out-of-range"

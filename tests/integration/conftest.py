@@ -1,4 +1,4 @@
-"""Fixtures for the integration tests: a real ``nats-server`` (tests/integration/nats_server.py).
+"""Fixtures for the integration tests: a real ``nats-server`` (vfadapters.broker.server).
 
 ``nats_server``: one JetStream server for the whole session (runs and flows keep
 apart by name, as they do on a shared production server). ``fresh_nats_server``:
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.nats_server import ENV_OVERRIDE, NatsServer, find_nats_server
+from vfadapters.broker.server import ENV_OVERRIDE, NatsServer, find_nats_server
 
 
 def _binary() -> Path:

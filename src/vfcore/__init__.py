@@ -193,9 +193,12 @@ __all__ = [
 
 
 # The scheduler model, the scaling rules and device assignment load on first use,
-# so that building and explaining a flow (and `vf explain`) do not pay for them.
+# so that building and explaining a flow (and `vf explain`) do not pay for them;
+# each name loads only the module that defines it.
 _LAZY_MODULES = {
-    **dict.fromkeys(("ScoringConfig", "predict", "remedy", "simulate"), "scheduler"),
+    **dict.fromkeys(
+        ("ScoringConfig", "predict", "remedy", "simulate"), "vfcore.placement.scheduler"
+    ),
     **dict.fromkeys(
         (
             "MigPlan",
@@ -207,7 +210,7 @@ _LAZY_MODULES = {
             "mig_family",
             "pack_mix",
         ),
-        "mig",
+        "vfcore.placement.mig",
     ),
     **dict.fromkeys(
         (
@@ -234,14 +237,16 @@ _LAZY_MODULES = {
             "predict_hpa",
             "simulate_hpa",
         ),
-        "scaling",
+        "vfcore.scaling",
     ),
     **dict.fromkeys(
         ("DeviceAssignment", "DeviceRequest", "GpuDevice", "assign_devices", "visible_devices"),
-        "devices",
+        "vfcore.runtime.devices",
     ),
-    **dict.fromkeys(("LayoutOptions", "LocalLayout", "local_layout"), "layout"),
-    **dict.fromkeys(("BrokerTopology", "TopologyOptions", "broker_topology"), "topology"),
+    **dict.fromkeys(("LayoutOptions", "LocalLayout", "local_layout"), "vfcore.runtime.layout"),
+    **dict.fromkeys(
+        ("BrokerTopology", "TopologyOptions", "broker_topology"), "vfcore.runtime.topology"
+    ),
 }
 
 
@@ -249,22 +254,37 @@ def __getattr__(name: str) -> object:
     module_name = _LAZY_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'vfcore' has no attribute {name!r}")
-    from vfcore import scaling
-    from vfcore.placement import mig, scheduler
-    from vfcore.runtime import devices, layout, topology
-
-    modules = {
-        "scheduler": scheduler,
-        "scaling": scaling,
-        "devices": devices,
-        "layout": layout,
-        "topology": topology,
-        "mig": mig,
-    }
-    module = modules[module_name]
-    value = getattr(module, name)
+    value = getattr(_load(module_name), name)
     globals()[name] = value
     return value
+
+
+def _load(module_name: str) -> object:
+    """Import only the module that owns a lazy name (``vfcore.assign_devices`` loads no
+    scheduler model)."""
+    if module_name == "vfcore.placement.scheduler":
+        from vfcore.placement import scheduler
+
+        return scheduler
+    if module_name == "vfcore.placement.mig":
+        from vfcore.placement import mig
+
+        return mig
+    if module_name == "vfcore.scaling":
+        from vfcore import scaling
+
+        return scaling
+    if module_name == "vfcore.runtime.devices":
+        from vfcore.runtime import devices
+
+        return devices
+    if module_name == "vfcore.runtime.layout":
+        from vfcore.runtime import layout
+
+        return layout
+    from vfcore.runtime import topology
+
+    return topology
 
 
 def __dir__() -> list[str]:

@@ -49,3 +49,17 @@ def test_every_public_name_is_documented_in_the_api_reference_with_its_home():
         if isinstance(defined, str) and defined.startswith("vfcore") and defined != home:
             wrong[name] = (home, defined)
     assert wrong == {}, "docs/api.md names the wrong home module"
+
+
+def test_a_lazy_name_loads_only_the_module_that_defines_it():
+    code = (
+        "import json, sys, vfcore\n"
+        "vfcore.assign_devices\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('vfcore.'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    assert "vfcore.runtime.devices" in loaded
+    assert loaded.isdisjoint(
+        {"vfcore.placement.scheduler", "vfcore.scaling", "vfcore.placement.mig"}
+    )

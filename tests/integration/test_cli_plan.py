@@ -276,7 +276,7 @@ def _two_4gpu_with(folder: Path, mutate) -> Path:
 
 def test_unreadable_nodes_make_the_plan_unknown_never_a_proof(tmp_path):
     def mutate(by_name, nodes, pods):
-        del by_name["gpu-a"]["status"]["allocatable"]  # capacity still bounds it (4 GPUs)
+        by_name["gpu-a"]["status"]["allocatable"] = ["?"]  # capacity still bounds it (4 GPUs)
         by_name["gpu-b"]["status"]["allocatable"]["nvidia.com/gpu"] = "9999999999999999999Ei"
         by_name["gpu-b"]["status"].pop("capacity", None)  # nothing bounds its GPUs
         by_name["cpu-1"]["status"]["allocatable"]["memory"] = "9" * 5001
@@ -288,7 +288,7 @@ def test_unreadable_nodes_make_the_plan_unknown_never_a_proof(tmp_path):
     assert doc["verdict"] == "unknown"
     assert doc["fix"] is None
     reasons = {u["what"]: u["reason"] for u in doc["unknown"]}
-    assert "status.allocatable is missing" in reasons["node/gpu-a"]
+    assert "status.allocatable is a JSON array, not an object" in reasons["node/gpu-a"]
     assert 'status.allocatable["nvidia.com/gpu"]' in reasons["node/gpu-b"]
     assert 'status.allocatable["memory"]' in reasons["node/cpu-1"]
     assert "resource-not-advertised" not in {p["code"] for p in doc["problems"]}

@@ -343,3 +343,30 @@ def test_removing_a_bound_pod_never_decreases_free(dump: Dump) -> None:
         for before, after in zip(full.nodes, fewer.nodes, strict=True):
             for resource in (*RESOURCES, PODS):
                 assert (after.free_of(resource) or 0) >= (before.free_of(resource) or 0)
+
+
+# -- GPU memory facts: never beyond the catalogue -----------------------------------------
+
+
+@given(
+    st.integers(0, 10**13).map(str)
+    | st.sampled_from(["9728", "4864", "15360", "16106127360", "0", "294913"]),
+    st.sampled_from([None, "single", "mixed", "none"]),
+)
+def test_no_gpu_memory_fact_is_beyond_the_largest_catalogued_gpu(
+    value: str, strategy: str | None
+) -> None:
+    from vfcore.cluster.kubeparse.gpu_labels import GPU_MEMORY_MIB_BOUNDS, gpu_info
+
+    labels = {"nvidia.com/gpu.memory": value, "nvidia.com/gpu.count": "1"}
+    if strategy is not None:
+        labels["nvidia.com/mig.strategy"] = strategy
+    info, problems = gpu_info(labels, {})
+    assert info is not None
+    low, high = GPU_MEMORY_MIB_BOUNDS
+    if low <= int(value) <= high:
+        assert info.memory_mib == int(value)  # MiB as written, whatever the MIG strategy
+        assert problems == []
+    else:
+        assert info.memory_mib is None  # unknown, never a guessed unit
+        assert any(p.startswith("gpu-memory-implausible: ") and value in p for p in problems)

@@ -40,7 +40,9 @@ Mutation = Callable[[list[Any], int], None]
 
 
 def _drop_allocatable(items: list[Any], i: int) -> None:
-    del items[i]["status"]["allocatable"]
+    # a missing allocatable is read as capacity (as the API server defaults it); one that is
+    # not an object cannot be read at all
+    items[i]["status"]["allocatable"] = ["unreadable"]
 
 
 def _entry(value: object) -> Mutation:
@@ -66,7 +68,7 @@ def _garbage(items: list[Any], i: int) -> None:
 
 
 MUTATIONS: dict[str, Mutation] = {
-    "no allocatable": _drop_allocatable,
+    "allocatable not an object": _drop_allocatable,
     "absurd quantity": _entry("9999999999999999999Ei"),
     "5001 digits": _entry("9" * 5001),
     "unparsable": _entry("abc"),

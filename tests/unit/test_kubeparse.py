@@ -529,17 +529,18 @@ def test_time_sliced_mig_profiles_agree_with_allocatable_times_replicas() -> Non
     assert snap.node("m").gpu == GpuInfo(mig_strategy="mixed", mig_profiles=(("1g.10gb", 7),))
 
 
-def test_mig_single_memory_is_megabytes_converted_down_to_mib() -> None:
+def test_mig_single_memory_is_nvml_mib_kept_as_is() -> None:
+    # NVML's memorySizeMB is MiB: a 1g.5gb is 4864 MiB (4.75 GiB, as nvidia-smi mig -lgip shows)
     info = gpu_info_from_labels(
         {
             "nvidia.com/mig.strategy": "single",
             "nvidia.com/gpu.product": "A100-SXM4-40GB-MIG-1g.5gb",
-            "nvidia.com/gpu.memory": "5120",
+            "nvidia.com/gpu.memory": "4864",
             "nvidia.com/gpu.count": "56",
         }
     )
     assert info is not None
-    assert info.memory_mib == 5120 * 10**6 // 2**20 == 4882
+    assert info.memory_mib == 4864
     assert info.count == 56
     assert info.mig_profiles == ()
 

@@ -53,8 +53,9 @@ def plan_on(items: list[Any], pods: list[PodRequest], pod_items: list[Any] | Non
 
 
 def _no_alloc(node: dict[str, Any]) -> dict[str, Any]:
+    """Allocatable unreadable as a whole (a missing one is read as capacity, as the API server does)."""
     node = copy.deepcopy(node)
-    del node["status"]["allocatable"]
+    node["status"]["allocatable"] = ["unreadable"]
     return node
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "GPU_PRESENT_LABEL",
     "GpuInfo",
     "NodeState",
+    "Note",
     "RuntimeClassInfo",
     "Taint",
     "TaintEffect",
@@ -89,6 +90,23 @@ class Unknown:
 
     def to_dict(self) -> dict[str, str]:
         return {"what": self.what, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A fact read the way the API server would read it, worth saying (never an unknown).
+
+    ``what`` names the object (``node/gpu-3``), ``code`` is a stable kebab-case
+    id, ``message`` says what was read and why, ``hint`` what to do if that is wrong.
+    """
+
+    what: str
+    code: str
+    message: str
+    hint: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what, "code": self.code, "message": self.message, "hint": self.hint}
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfcore.cluster.kubeparse import ClusterFacts, parse_kubernetes, parse_list
-from vfcore.cluster.nodes import NodeState, RuntimeClassInfo, Unknown, UnreadableNode
+from vfcore.cluster.nodes import NodeState, Note, RuntimeClassInfo, Unknown, UnreadableNode
 
 __all__ = ["ClusterSnapshot", "snapshot_from_kubernetes", "snapshot_from_list"]
 
@@ -31,7 +31,9 @@ class ClusterSnapshot:
     ``nodes`` is then empty and nothing can be concluded about capacity.
     ``unknowns`` lists every unknown fact with its reason, malformed objects
     included (with their name and field). ``unreadable_nodes`` are the nodes
-    that exist but cannot be read (see :class:`UnreadableNode`).
+    that exist but cannot be read (see :class:`UnreadableNode`). ``notes``
+    are facts read as the API server would read them (a Node with
+    ``status.capacity`` and no ``status.allocatable``: allocatable = capacity).
     """
 
     nodes: tuple[NodeState, ...]
@@ -39,6 +41,7 @@ class ClusterSnapshot:
     nodes_unknown: str | None = None
     runtime_classes: tuple[RuntimeClassInfo, ...] | None = None
     unreadable_nodes: tuple[UnreadableNode, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.name)))
@@ -73,6 +76,7 @@ class ClusterSnapshot:
             if self.runtime_classes is None
             else [r.to_dict() for r in self.runtime_classes],
             "unreadable_nodes": [u.to_dict() for u in self.unreadable_nodes],
+            "notes": [n.to_dict() for n in self.notes],
         }
 
     @classmethod
@@ -167,4 +171,5 @@ def _snapshot_of(facts: ClusterFacts) -> ClusterSnapshot:
         nodes_unknown=facts.nodes_unknown,
         runtime_classes=facts.runtime_classes,
         unreadable_nodes=facts.unreadable_nodes,
+        notes=facts.notes,
     )

@@ -322,7 +322,9 @@ def plan_pods(
         if verdict != "unknown"
         else tuple(f"on the readable nodes of known occupancy only: {p}" for p in result.proofs),
         fix=fix,
-        mig=solved.mig,
+        mig=solved.mig
+        if solved.mig is None or verdict == "fits"
+        else solved.mig.withhold(f"the verdict is {verdict}, not fits"),
     )
     if predict_scheduler:
         out = _with_scheduler(out, solved.pods, realised, time_limit, clock, progress, version)
@@ -401,7 +403,10 @@ def _problems(
     planner: ModePlanner,
     runtime_class: str | None,
 ) -> tuple[Problem, ...]:
-    out: list[Problem] = []
+    out: list[Problem] = [
+        Problem(note.code, "info", None, f"{note.what}: {note.message}", note.hint)
+        for note in cluster.notes
+    ]
     pods = sorted(pods, key=lambda p: (p.node, p.replica, p.pod))  # input order must not matter
     gpu_pods = [p for p in pods if p.slice != "none"]
     if planner.mode.needs_runtime_class and gpu_pods and runtime_class is None:

@@ -18,7 +18,7 @@ from vfcore.cluster.kubeparse.documents import (
 from vfcore.cluster.kubeparse.fields import add_into
 from vfcore.cluster.kubeparse.node_objects import NodeOutcome, read_node
 from vfcore.cluster.kubeparse.pods import read_pod
-from vfcore.cluster.nodes import NodeState, RuntimeClassInfo, Unknown, UnreadableNode
+from vfcore.cluster.nodes import NodeState, Note, RuntimeClassInfo, Unknown, UnreadableNode
 from vfcore.quantity import PODS
 
 __all__ = ["ClusterFacts", "parse_kubernetes", "parse_list"]
@@ -37,6 +37,7 @@ class ClusterFacts:
     nodes_unknown: str | None
     runtime_classes: tuple[RuntimeClassInfo, ...] | None
     unreadable_nodes: tuple[UnreadableNode, ...]
+    notes: tuple[Note, ...] = ()
 
 
 def _assemble(
@@ -57,9 +58,11 @@ def _assemble(
 
     versions: dict[str, list[NodeOutcome]] = {}
     unreadable: dict[str, UnreadableNode] = {}
+    notes: set[Note] = set()
     for where, item in node_items or []:
         outcome = read_node(item, where)
         unknowns.extend(Unknown(outcome.what, p) for p in outcome.problems)
+        notes.update(outcome.notes)
         if outcome.name is not None:
             versions.setdefault(outcome.name, []).append(outcome)
         elif outcome.unreadable is not None:  # not even a name: still a node that exists
@@ -135,6 +138,9 @@ def _assemble(
         nodes_unknown=nodes_reason,
         runtime_classes=runtime_classes,
         unreadable_nodes=() if nodes_reason is not None else tuple(unreadable.values()),
+        notes=()
+        if nodes_reason is not None
+        else tuple(sorted(notes, key=lambda n: (n.what, n.code))),
     )
 
 

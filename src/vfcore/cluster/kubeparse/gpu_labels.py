@@ -1,4 +1,15 @@
-"""GPU facts from GPU Feature Discovery labels, cross-checked with allocatable MIG resources."""
+"""GPU facts from GPU Feature Discovery labels, cross-checked with allocatable MIG resources.
+
+``nvidia.com/gpu.memory`` is MiB, always: GFD writes NVML's ``memory.total``
+for a card and, under the single MIG strategy, the MIG device's
+``memorySizeMB`` — which NVML documents in MiB despite its name (a 1g.10gb on
+an A100-80GB is labelled ``9728``: 9.50 GiB, as ``nvidia-smi mig -lgip``
+prints it). ``nvidia.com/mig.strategy`` is set cluster-wide by the GPU
+operator, on cards that are not MIG-capable too, so it never changes the unit.
+A value outside :data:`GPU_MEMORY_MIB_BOUNDS` (no catalogued GPU has it, e.g.
+``16106127360`` — bytes — on a T4) leaves the memory ``None`` with a finding;
+vfcore never guesses another unit.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +19,36 @@ from collections.abc import Mapping
 from vfcore.cluster.kubeparse.fields import short
 from vfcore.cluster.nodes import GpuInfo
 
-__all__ = ["gpu_info", "gpu_info_from_labels"]
+__all__ = [
+    "GPU_MEMORY_CATALOGUE",
+    "GPU_MEMORY_MIB_BOUNDS",
+    "SHARED_GPU_RESOURCE",
+    "gpu_info",
+    "gpu_info_from_labels",
+]
+
+#: What GFD labels as ``nvidia.com/gpu.memory`` (MiB) on well-known cards and MIG devices:
+#: NVML's figures as published in ``nvidia-smi`` output and GFD node dumps. The bounds below
+#: come from it; docs/cluster-snapshots.md lists it.
+GPU_MEMORY_CATALOGUE: tuple[tuple[str, int], ...] = (
+    ("MIG 1g.5gb (A100-40GB)", 4864),
+    ("MIG 1g.10gb (A100-80GB)", 9728),
+    ("Tesla-T4", 15360),
+    ("NVIDIA-A10G", 23028),
+    ("NVIDIA-L4", 23034),
+    ("NVIDIA-A100-SXM4-40GB", 40960),
+    ("NVIDIA-L40S", 46068),
+    ("NVIDIA-A100-SXM4-80GB", 81920),
+    ("NVIDIA-H100-80GB-HBM3", 81559),
+    ("NVIDIA-H200", 143771),
+    ("NVIDIA-B200", 183359),
+    ("NVIDIA-B300 (288 GB nominal)", 288 * 1024),
+)
+#: The plausible range of one card's (or MIG device's) memory, in MiB: 1 GiB (below every card
+#: GFD labels) to the largest catalogued card (288 GiB). Outside it the fact is unknown.
+GPU_MEMORY_MIB_BOUNDS = (1024, max(mib for _, mib in GPU_MEMORY_CATALOGUE))
+#: The time-sliced resource when the device plugin's ``renameByDefault: true`` renames it.
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 
 _SHARING_STRATEGIES = ("none", "mps", "time-slicing")
 _MIG_STRATEGIES = ("none", "single", "mixed")
@@ -25,11 +65,6 @@ def _whole(labels: Mapping[str, str], key: str, unit: str, problems: list[str]) 
         problems.append(f"label {key} = {short(raw)} is not a whole number{unit}")
         return None
     return int(raw.strip())
-
-
-def _mb_to_mib(megabytes: int) -> int:
-    """MIG memory labels are in MB (10^6 bytes); vfcore keeps MiB, rounded down (never overstated)."""
-    return megabytes * 10**6 // 2**20
 
 
 def _is_gpu_key(key: str) -> bool:
@@ -61,20 +96,20 @@ def gpu_info(
             "invalid MIG configuration for the single strategy (mixed MIG modes or profiles)"
         )
 
-    memory_unit = " (MB, a MIG device)" if mig_strategy == "single" else " (MiB)"
-    memory = _whole(labels, "nvidia.com/gpu.memory", memory_unit, problems)
-    if memory is not None and mig_strategy == "single":
-        memory = _mb_to_mib(memory)
+    memory = _plausible_memory(
+        _whole(labels, "nvidia.com/gpu.memory", " (MiB)", problems), labels, problems
+    )
     count = _whole(labels, "nvidia.com/gpu.count", "", problems)
 
-    replicas = _whole(labels, "nvidia.com/gpu.replicas", "", problems)
-    if replicas == 0:
-        problems.append("label nvidia.com/gpu.replicas = '0' is not a positive number")
-        replicas = None
+    # 0 is GFD's own output where no card is shared (the mixed MIG strategy labels
+    # gpu.replicas=0): one unit per card, nothing to report.
+    replicas = _whole(labels, "nvidia.com/gpu.replicas", "", problems) or None
+    renamed = allocatable.get(SHARED_GPU_RESOURCE, 0) > 0
     sharing = labels.get("nvidia.com/gpu.sharing-strategy")
     if sharing is None:
-        # Older GFD releases label only the replicas; more than one means time-slicing.
-        sharing = "time-slicing" if (replicas or 1) > 1 else "none"
+        # Older GFD releases label only the replicas; more than one means time-slicing,
+        # and so does the renamed resource (only time-slicing renames it).
+        sharing = "time-slicing" if (replicas or 1) > 1 or renamed else "none"
     elif sharing not in _SHARING_STRATEGIES:
         problems.append(
             f"label nvidia.com/gpu.sharing-strategy = {short(sharing)} is not one of "
@@ -98,6 +133,26 @@ def gpu_info(
         mig_profiles=profiles,
     )
     return info, problems
+
+
+def _plausible_memory(
+    memory: int | None, labels: Mapping[str, str], problems: list[str]
+) -> int | None:
+    """``nvidia.com/gpu.memory`` if some catalogued GPU could have it, else ``None`` and a finding."""
+    low, high = GPU_MEMORY_MIB_BOUNDS
+    if memory is None or low <= memory <= high:
+        return memory
+    product = labels.get("nvidia.com/gpu.product")
+    on = f" on {product}" if product else ""
+    side = f"under {low:,} MiB (1 GiB)" if memory < low else f"over {high:,} MiB (288 GiB)"
+    problems.append(
+        f"gpu-memory-implausible: label nvidia.com/gpu.memory = {memory}{on} is read as MiB, "
+        f"as GPU Feature Discovery writes it: {memory / 1024:,.2f} GiB per card, {side}, "
+        "outside what any catalogued GPU has; the node's GPU memory is unknown "
+        "(vfcore does not guess another unit); hint: relabel it in MiB as GFD does "
+        "(a 16 GB T4 is 15360), or let GFD set it"
+    )
+    return None
 
 
 def _mig_profiles(
@@ -149,9 +204,9 @@ def gpu_info_from_labels(
 ) -> GpuInfo | None:
     """GPU facts from GPU Feature Discovery labels (``None`` for a node without GPUs).
 
-    ``nvidia.com/gpu.memory`` is MiB, except under the single MIG strategy
-    where it is a MIG device's memory in MB (converted to MiB, rounded down).
-    Label values that do not parse leave the fact ``None``.
+    ``nvidia.com/gpu.memory`` is MiB (under the single MIG strategy: one MIG
+    device's, NVML's ``memorySizeMB``, which is MiB too). Label values that do
+    not parse, or memory no catalogued GPU has, leave the fact ``None``.
 
     >>> info = gpu_info_from_labels({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
     ...     "nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "4",

@@ -17,7 +17,7 @@ from vfcore.cluster.kubeparse.fields import (
     short,
 )
 from vfcore.cluster.kubeparse.gpu_labels import gpu_info
-from vfcore.cluster.nodes import NodeState, Taint, UnreadableNode
+from vfcore.cluster.nodes import NodeState, Note, Taint, UnreadableNode
 from vfcore.quantity import MAX_UNITS, PODS
 
 __all__ = ["NodeOutcome", "read_node"]
@@ -34,6 +34,7 @@ class NodeOutcome:
     state: NodeState | None
     problems: tuple[str, ...]
     unreadable: UnreadableNode | None = None
+    notes: tuple[Note, ...] = ()
 
 
 def _labels(value: object) -> dict[str, str]:
@@ -153,7 +154,23 @@ def read_node(item: object, where: str) -> NodeOutcome:
             what, name, None, (bad.reason,), UnreadableNode(name or where, bad.reason)
         )
     assert name is not None
-    allocatable, bad_entries = _lenient_resources(status.get("allocatable"), "status.allocatable")
+    notes: tuple[Note, ...] = ()
+    raw_allocatable = status.get("allocatable")
+    if raw_allocatable is None and isinstance(status.get("capacity"), Mapping):
+        # The API server defaults a missing allocatable to capacity (SetDefaults_NodeStatus in
+        # pkg/apis/core/v1/defaults.go), so a stored Node always has one: read it the same way.
+        raw_allocatable = status["capacity"]
+        notes = (
+            Note(
+                what,
+                "allocatable-from-capacity",
+                "status.allocatable is absent; read as status.capacity, as the API server "
+                "defaults it (nothing is reserved for the system on this node)",
+                "if kubelet reserves resources there, dump the node with `kubectl get nodes "
+                "-o json`, which carries the real status.allocatable",
+            ),
+        )
+    allocatable, bad_entries = _lenient_resources(raw_allocatable, "status.allocatable")
     if allocatable is not None and not bad_entries and PODS not in allocatable:
         # kube-scheduler reads a missing entry as 0 pods allowed ("Too many pods"), but kubelet
         # always sets it (--max-pods, 110 by default): a dump without it is incomplete, not a
@@ -196,4 +213,4 @@ def read_node(item: object, where: str) -> NodeOutcome:
         taints=taints,
         gpu=gpu,
     )
-    return NodeOutcome(what, name, state, tuple(label_problems))
+    return NodeOutcome(what, name, state, tuple(label_problems), notes=notes)

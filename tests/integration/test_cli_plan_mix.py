@@ -61,19 +61,20 @@ def test_plan_json_has_a_mig_section_with_layouts_resources_and_a_config():
     assert set(mig["pod_resources"]) == {f"detect/{i}" for i in range(6)} | {"embed/0", "embed/1"}
     assert mig["cards_reconfigured"] == mig["cards_lower_bound"] == 1
     touched = [n for n in mig["nodes"] if n["touched"]]
-    assert [n["node"] for n in touched] == ["h100-a"]
+    # re-laying one of a100-c's MIG cards (no mode change) beats partitioning h100-a's whole card
+    assert [n["node"] for n in touched] == ["a100-c"]
     (node,) = touched
     assert node["label"] == (
-        "kubectl label node h100-a nvidia.com/mig.config=vfcore-h100-a --overwrite"
+        "kubectl label node a100-c nvidia.com/mig.config=vfcore-a100-c --overwrite"
     )
-    partitioned = [c for c in node["cards"] if c["reconfigured"]]
-    assert len(partitioned) == 1 and all(
-        i["start"] is not None for i in partitioned[0]["instances"]
-    )
+    assert not node["indices_assumed"] and not node["mode_change"]
+    relaid = [c for c in node["cards"] if c["reconfigured"]]
+    assert len(relaid) == 1 and all(i["start"] is not None for i in relaid[0]["instances"])
+    assert relaid[0]["action"] == "repartition"
     config = mig["mig_parted_config"]
-    assert config["version"] == "v1" and list(config["mig-configs"]) == ["vfcore-h100-a"]
-    devices = sorted(d for e in config["mig-configs"]["vfcore-h100-a"] for d in e["devices"])
-    assert devices == list(range(8))
+    assert config["version"] == "v1" and list(config["mig-configs"]) == ["vfcore-a100-c"]
+    devices = sorted(d for e in config["mig-configs"]["vfcore-a100-c"] for d in e["devices"])
+    assert devices == [relaid[0]["index"]]  # only the card that changes is listed
     assert set(doc["assignments"]) >= set(mig["pod_resources"])  # every MIG pod placed
 
 
@@ -84,13 +85,49 @@ def test_plan_text_prints_layouts_and_a_mig_parted_config_that_parses():
     assert "mix mode: FITS" in out
     assert "MIG layouts: 1 card(s) reconfigured on 1 node(s) (lower bound 1)" in out
     assert "detect requests nvidia.com/mig-1g.10gb" in out
-    assert "[partition]" in out and "create in order:" in out
-    assert "kubectl label node h100-a nvidia.com/mig.config=vfcore-h100-a --overwrite" in out
+    assert "[repartition]" in out and "create in order" not in out
+    assert "one valid start slot per instance" in out
+    assert "kubectl label node a100-c nvidia.com/mig.config=vfcore-a100-c --overwrite" in out
     lines = out.splitlines()
     first = lines.index("  version: v1")
     last = lines.index("", first)
     config = yaml.safe_load("\n".join(line[2:] for line in lines[first:last]))
-    assert config["version"] == "v1" and "vfcore-h100-a" in config["mig-configs"]
+    assert config["version"] == "v1" and "vfcore-a100-c" in config["mig-configs"]
+
+
+def test_mig_config_writes_the_yaml_or_says_why_not(tmp_path: Path):
+    target = tmp_path / "mig.yaml"
+    result = run_vf(
+        "plan",
+        MIX_FLOW,
+        "--cluster",
+        CLUSTERS / "mig-idle",
+        "--gpu-mode",
+        "mix",
+        "--mig-config",
+        target,
+    )
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(target.read_text(encoding="utf-8"))
+    assert list(config["mig-configs"]) == ["vfcore-a100-c"]
+    flow = tmp_path / "big.py"
+    flow.write_text(TOO_BIG, encoding="utf-8")
+    missing = tmp_path / "none.yaml"
+    result = run_vf(
+        "plan",
+        flow,
+        "--cluster",
+        CLUSTERS / "mig-idle",
+        "--gpu-mode",
+        "mix",
+        "--mig-config",
+        missing,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not missing.exists()
+    assert "no mig-parted config: the flow does not fit" in result.stderr
+    assert "no mig-parted config: the flow does not fit" in result.stdout
+    assert "mig-configs" not in result.stdout
 
 
 def test_plan_on_busy_mig_nodes_uses_free_instances_and_never_wipes_a_card(tmp_path: Path):
@@ -105,7 +142,8 @@ def test_plan_on_busy_mig_nodes_uses_free_instances_and_never_wipes_a_card(tmp_p
     doc = one_json_document(result)
     assert doc["verdict"] == "fits"
     assert doc["mig"]["cards_reconfigured"] == 0
-    assert doc["mig"]["mig_parted_config"]["mig-configs"] == {}
+    assert doc["mig"]["mig_parted_config"] is None  # nothing to apply: no config offered
+    assert doc["mig"]["config_withheld"] == "no card needs reconfiguring: nothing to apply"
     assert {doc["assignments"][f"detect/{i}"] for i in range(4)} == {"mig-a"}
 
     too_many = tmp_path / "six.py"

@@ -69,6 +69,12 @@ def register(sub: Any) -> None:
         "1.29 to 1.36 (default 1.36; BalancedAllocation and tie-breaking changed in 1.36)",
     )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
+    plan.add_argument(
+        "--mig-config",
+        metavar="FILE",
+        help="with --gpu-mode mix: write the mig-parted config (YAML, for the MIG manager's "
+        "ConfigMap) to FILE; when there is none, no file and a one-line message",
+    )
     plan.set_defaults(handler=_cmd_plan)
 
 
@@ -138,6 +144,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         emit_json(doc)
     else:
         _print_plan(doc, cluster, sys.stdout)
+    if args.mig_config is not None:
+        _write_mig_config(args.mig_config, doc)
     if args.strict_preflight and not result.passes_preflight:
         sched = "not modelled" if result.scheduler is None else result.scheduler.verdict_with_remedy
         errors = any(p.is_error for p in result.problems)
@@ -361,11 +369,13 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
             if node["note"]:
                 out.write(f"    ({node['note']})\n")
             continue
-        assumed = " (card indices assumed)" if node["indices_assumed"] else ""
-        out.write(
-            f"  {node['node']} ({family}): {node['cards_reconfigured']} card(s) reconfigured, "
-            f"config {node['config_name']}{assumed}\n"
-        )
+        count = node["cards_reconfigured"]
+        if node["indices_assumed"]:
+            said = f"up to {count} card(s) reconfigured (card order unknown: every card listed)"
+        else:
+            said = f"{count} card(s) reconfigured"
+        reset = "; MIG mode change (may reset every GPU of the node)" if node["mode_change"] else ""
+        out.write(f"  {node['node']} ({family}): {said}, config {node['config_name']}{reset}\n")
         cards = node["cards"]
         k = 0
         while k < len(cards):
@@ -394,12 +404,17 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
                 for i in card["instances"]
             )
             out.write(f"    card {card['index']} [{card['action']}] {slots}\n")
-            if card["creation_order"]:
-                order = ", ".join(f"{p['profile']}@{p['start']}" for p in card["creation_order"])
-                out.write(f"      create in order: {order}\n")
+    if any(n["touched"] for n in mig["nodes"]):
+        out.write(
+            "  (@N: one valid start slot per instance, a witness that the layout fits; "
+            "mig-parted applies counts and the driver picks the slots)\n"
+        )
     for note in mig["notes"]:
         out.write(f"  note: {note}\n")
-    if mig["mig_parted_config"]["mig-configs"]:
+    if mig["mig_parted_config"] is None:
+        why = mig.get("config_withheld") or "nothing to apply"
+        out.write(f"\nno mig-parted config: {why}\n")
+    else:
         from vfcore.placement.mig import mig_parted_yaml
 
         out.write(
@@ -410,6 +425,31 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
                 out.write(f"  {node['label']}\n")
         text = mig_parted_yaml(mig["mig_parted_config"])
         out.write("\n" + "".join(f"  {line}\n" for line in text.splitlines()))
+
+
+def _write_mig_config(path: str, doc: dict[str, Any]) -> None:
+    """``--mig-config FILE``: the YAML config, or (when there is none) a line on stderr."""
+    from vfcore import InvalidInputError
+    from vfcore.placement.mig import mig_parted_yaml
+
+    mig = doc.get("mig")
+    if mig is None:
+        sys.stderr.write(f"no mig-parted config: not a --gpu-mode mix plan; {path} not written\n")
+        return
+    if mig["mig_parted_config"] is None:
+        why = mig.get("config_withheld") or "nothing to apply"
+        sys.stderr.write(f"no mig-parted config: {why}; {path} not written\n")
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(mig_parted_yaml(mig["mig_parted_config"]))
+    except OSError as e:
+        raise InvalidInputError(
+            "mig-config-unwritable",
+            f"--mig-config {path!r} could not be written: {e.strerror or e}",
+            "give a writable file path, e.g. --mig-config mig-config.yaml",
+        ) from None
+    sys.stderr.write(f"mig-parted config written to {path}\n")
 
 
 # END mix-mode block

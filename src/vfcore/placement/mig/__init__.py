@@ -34,6 +34,10 @@ minimises the cards it reconfigures (a layout change wipes a whole card), then
 the nodes it touches. See ``docs/mig.md`` for the attribution rules: what
 kubectl shows, what it does not (which card a pod holds), and what follows.
 
+**Applying** (:mod:`.apply`): one model of what ``nvidia-mig-parted apply``
+does to a node's cards; every card action and every count of reconfigured
+cards comes from it.
+
 The package, one concept a module: :mod:`.catalogue` (profiles and families as
 data), :mod:`.layouts` (exact layouts on one card), :mod:`.choice` (profile
 choice by usable memory), :mod:`.config` (mig-parted configs), :mod:`.results`
@@ -42,6 +46,14 @@ CP-SAT model), :mod:`.explain` (what did not fit, and why) and
 :mod:`.planning` (:func:`pack_mix`).
 """
 
+from vfcore.placement.mig.apply import (
+    UNKNOWN_LAYOUT,
+    ApplyOutcome,
+    CardApply,
+    apply_entries,
+    config_problems,
+    worst_over_orders,
+)
 from vfcore.placement.mig.catalogue import (
     MIG_FAMILIES,
     MIG_RESOURCE_PREFIX,
@@ -75,6 +87,9 @@ from vfcore.placement.mig.results import (
 __all__ = [
     "MIG_FAMILIES",
     "MIG_RESOURCE_PREFIX",
+    "UNKNOWN_LAYOUT",
+    "ApplyOutcome",
+    "CardApply",
     "LayoutFit",
     "MigCard",
     "MigFamily",
@@ -88,9 +103,11 @@ __all__ = [
     "Placement",
     "ProfileChoice",
     "advertisable",
+    "apply_entries",
     "check_layout",
     "choose_profile",
     "config_name",
+    "config_problems",
     "could_host",
     "feasible_layouts",
     "fit_layout",
@@ -100,4 +117,5 @@ __all__ = [
     "mix_issues",
     "mix_reasons",
     "pack_mix",
+    "worst_over_orders",
 ]

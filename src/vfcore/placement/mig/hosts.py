@@ -58,6 +58,29 @@ class Host:
     def name(self) -> str:
         return self.state.name
 
+    @property
+    def mig_cards(self) -> int:
+        """Cards in MIG mode today (a block's included)."""
+        block = self.block[1] if self.block is not None else 0
+        return block + sum(c for s, c in self.groups if s is not None)
+
+    @property
+    def whole_cards(self) -> int:
+        """Idle MIG-disabled cards today."""
+        return sum(c for s, c in self.groups if s is None)
+
+    @property
+    def order_known(self) -> bool:
+        """Whether a config can name the right cards by index.
+
+        True when every card of the node is in the same state today (then any
+        order is the same); kubectl never says which index holds which card, so
+        a node with cards in different states (or MIG cards of unknown layouts)
+        has its order unknown.
+        """
+        kinds = {s for s, _ in self.groups}
+        return self.block is None and len(kinds) <= 1
+
 
 def is_gpu_resource(resource: str) -> bool:
     return resource == GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX)

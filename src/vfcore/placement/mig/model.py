@@ -109,7 +109,7 @@ def node_types(ctx: MixContext) -> list[list[int]]:
             host.free_pods,
             tuple(sorted(eligible_for[host.index])),
         )
-        if host.block is not None:
+        if not host.order_known:  # its cost is not additive over nodes: never merged
             key = (host.index,)
         types.setdefault(key, []).append(host.index)
     return sorted(types.values(), key=lambda members: members[0])
@@ -325,7 +325,7 @@ class MixModel:
         self.keep_block: dict[int, Any] = {}
         self.touched: dict[int, Any] = {}
         self.reconf: dict[int, Any] = {}
-        self.relaid: list[Any] = []  # changes to cards that already have a MIG layout
+        self.mode_changes: list[Any] = []  # cards whose MIG mode changes
         active = {u for (_g, u, _p) in self.x}
         for u in sorted(active):
             host, size = self.rep[u], self.size[u]
@@ -333,6 +333,7 @@ class MixModel:
                 continue
             options = self._options_for(host)
             changed_all: list[Any] = []
+            enabled_after: list[Any] = []
             touched = m.new_int_var(0, size, f"touched[{u}]")
             for gi, (state, count) in enumerate(host.groups):
                 choices = options if state in options else [*options, state]
@@ -343,11 +344,13 @@ class MixModel:
                     terms.append(var)
                     if option != state:
                         changed.append(var)
+                    if (option is None) != (state is None):
+                        self.mode_changes.append(var)
+                    if option is not None:
+                        enabled_after.append(var)
                 m.add(sum(terms) == size * count)
                 m.add(sum(changed) <= count * touched)  # a node changes at most its own cards
                 changed_all += changed
-                if state is not None:
-                    self.relaid += changed
             if host.block is not None:  # a block is never merged: size is 1
                 _union, count = host.block
                 keep = m.new_bool_var(f"keep_block[{u}]")
@@ -357,12 +360,25 @@ class MixModel:
                     var = m.new_int_var(0, count, f"cards[{u},-1,{option_label(option)}]")
                     self.n[u, -1, option] = var
                     terms.append(var)
+                    if option is None:
+                        self.mode_changes.append(var)
+                    else:
+                        enabled_after.append(var)
+                enabled_after.append(count * keep)
                 changed_all += terms
-                self.relaid += terms
                 m.add(sum(terms) + count * keep == count)
                 m.add(keep + touched <= 1)  # a touched node is re-laid entirely
             reconf = m.new_int_var(0, size * host.cards, f"reconfigured[{u}]")
-            m.add(reconf == sum(changed_all))
+            if host.order_known:  # the config lists the changed cards only: exactly those
+                m.add(reconf == sum(changed_all))
+            else:
+                # every card is listed in some order: in the worst order a mode change
+                # clears every MIG card, and whole cards land where a layout is wanted
+                # (docs/mig.md, "Unknown card order"); a single node (size 1)
+                whole = host.whole_cards
+                landed = m.new_int_var(0, whole, f"landed[{u}]")
+                m.add_min_equality(landed, [whole * touched, sum(enabled_after)])
+                m.add(reconf == host.mig_cards * touched + landed)
             m.add(touched <= reconf)
             self.touched[u] = touched
             self.reconf[u] = reconf
@@ -464,8 +480,9 @@ class MixModel:
                     m.add(load_a >= load_b)
 
     def _add_objective(self, require_all: bool) -> None:
-        """Fewest cards reconfigured, then fewest nodes touched, then fewest existing layouts
-        changed (partial: most pods first).
+        """Fewest cards reconfigured, then fewest nodes touched, then fewest MIG mode changes
+        (a re-laid MIG card before a mode change, which may reset the node's GPUs;
+        partial: most pods first).
 
         ``big`` weighs one card above any number of nodes and layouts, so the
         proven bound on cards is ``floor(bound / big)``.
@@ -476,7 +493,7 @@ class MixModel:
         wipe = (
             self.big * sum(self.reconf.values())
             + self.nodes_weight * sum(self.touched.values())
-            + sum(self.relaid)
+            + sum(self.mode_changes)
         )
         self.has_objective = bool(self.touched) and self.ctx.config.optimize
         if require_all:

@@ -15,6 +15,13 @@ from typing import Any
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.mig.apply import (
+    ApplyOutcome,
+    State,
+    WorstCase,
+    apply_entries,
+    worst_over_orders,
+)
 from vfcore.placement.mig.catalogue import GPU_RESOURCE, MIG_FAMILIES, MIG_RESOURCE_PREFIX
 from vfcore.placement.mig.choice import ProfileChoice, choice_for_mib
 from vfcore.placement.mig.config import config_name
@@ -44,6 +51,7 @@ from vfcore.placement.mig.model import (
     unit_widths,
 )
 from vfcore.placement.mig.results import (
+    NOTHING_TO_APPLY,
     CardAction,
     MigCard,
     MigInstance,
@@ -350,7 +358,13 @@ def _assemble(
         )
     )
     by_pod = {p.pod: p for p in realised_pods}
-    plan = _mig_plan(ctx, card_plans, placed, profile_of, lower, touched)
+    plan = _mig_plan(ctx, card_plans, placed, profile_of, lower, touched, cards_after)
+    if packing.feasible is not True:
+        plan = plan.withhold(
+            "the flow does not fit"
+            if packing.feasible is False
+            else "the solver could not decide whether the flow fits"
+        )
     unplaced = explain_unplaced(ctx, realised_nodes, by_pod, placed, packing.unplaced, profile_of)
     return MixPacking(
         packing=packing,
@@ -378,26 +392,32 @@ def _card_plans(
             for pod, i, p in placed
             if i == h and p is None and pod.request(GPU_RESOURCE)
         )
+        _entries, outcome, _worst = apply_of(host, cards_after[h])
         cards: list[dict[str, Any]] = []
-        for index, (before, after) in enumerate(cards_after[h]):
+        for card in outcome.cards:
+            before, after = cards_after[h][card.index]
             if after is None:
-                action: CardAction = "keep" if before is None else "disable"
-                cards.append({"index": index, "action": action, "instances": [], "order": ()})
+                action: CardAction = "disable" if card.disrupted else "keep"
+                if before is None:
+                    action = "keep"
+                cards.append({"index": card.index, "action": action, "instances": []})
                 continue
-            if before == after:
+            if not card.disrupted:
                 instances = [[name, None, None] for name, c in after for _ in range(c)]
-                cards.append(
-                    {"index": index, "action": "keep", "instances": instances, "order": ()}
-                )
+                cards.append({"index": card.index, "action": "keep", "instances": instances})
                 continue
             fit = fit_layout(host.family, dict(after))
-            assert fit.placements is not None and fit.creation_order is not None
+            assert fit.placements is not None
+            action = (
+                "partition"
+                if before is None
+                else ("recreate" if before == after else "repartition")
+            )
             cards.append(
                 {
-                    "index": index,
-                    "action": "partition" if before is None else "repartition",
+                    "index": card.index,
+                    "action": action,
                     "instances": [[pl.profile, pl.start, None] for pl in fit.placements],
-                    "order": fit.creation_order,
                 }
             )
         for pod_name, p in mig_pods:  # one working mapping; the device plugin picks its own
@@ -424,7 +444,6 @@ def _card_plans(
                 action=c["action"],
                 mig_enabled=cards_after[h][c["index"]][1] is not None,
                 instances=tuple(MigInstance(n, s, pod) for n, s, pod in c["instances"]),
-                creation_order=c["order"],
                 pods=tuple(c.get("pods", ())),
             )
             for c in cards
@@ -469,6 +488,7 @@ def _mig_plan(
     profile_of: Mapping[str, str],
     lower: int | None,
     touched: set[int],
+    cards_after: Mapping[int, list[tuple[CardState | str, CardState]]],
 ) -> MigPlan:
     hosts = model.hosts
     nodes: list[MigNodePlan] = []
@@ -480,15 +500,21 @@ def _mig_plan(
         h = host.index
         family = host.family.name if host.family else None
         if h in touched:
-            kinds = {before is None for before, _ in _cards_before(host)}
+            plan_node = MigNodePlan(
+                node=host.name,
+                family=family,
+                touched=True,
+                config_name=config_name(host.name),
+                indices_assumed=not host.order_known,
+                cards=card_plans[h],
+            )
+            _entries, outcome, worst = apply_of(host, cards_after[h])
             nodes.append(
-                MigNodePlan(
-                    node=host.name,
-                    family=family,
-                    touched=True,
-                    config_name=config_name(host.name),
-                    indices_assumed=len(kinds) > 1 or host.block is not None,
-                    cards=card_plans[h],
+                replace(
+                    plan_node,
+                    disrupted=len(outcome.disrupted) if worst is None else worst.most_disrupted,
+                    mode_change=outcome.reset_possible
+                    or (worst is not None and worst.reset_possible),
                 )
             )
         elif pool_pods.get(h):
@@ -538,8 +564,15 @@ def _mig_plan(
         )
     if any(n.indices_assumed for n in nodes):
         notes.append(
-            "card indices on nodes marked indices_assumed: kubectl does not say which card is "
-            "MIG-enabled; the config assumes the MIG-enabled cards have the lowest indices"
+            "card order unknown on nodes marked indices_assumed (kubectl does not say which "
+            "card is MIG-enabled): their config lists every card, so any order ends with the "
+            "card states shown, and cards_reconfigured counts the most any order disrupts"
+        )
+    resetting = [n.node for n in nodes if n.mode_change]
+    if resetting:
+        notes.append(
+            f"MIG mode changes on {', '.join(resetting)}: where the driver cannot switch a "
+            "card in place, mig-parted resets every GPU of the node"
         )
     return MigPlan(
         nodes=tuple(nodes),
@@ -550,11 +583,32 @@ def _mig_plan(
         nodes_touched=len(touched),
         cards_lower_bound=lower,
         notes=tuple(notes),
+        config_withheld=None if touched else NOTHING_TO_APPLY,
     )
 
 
-def _cards_before(host: Host) -> list[tuple[CardState | str, int]]:
-    out: list[tuple[CardState | str, int]] = [(s, c) for s, c in host.groups]
-    if host.block is not None:
-        out.append(("?", host.block[1]))
-    return out
+def apply_of(
+    host: Host, cards: Sequence[tuple[CardState | str, CardState]]
+) -> tuple[list[dict[str, Any]], ApplyOutcome, WorstCase | None]:
+    """A touched node's config entries, played by the apply model on the plan's card order.
+
+    Where the order is unknown, also on every order (``WorstCase``), and the
+    outcome shown is the plan's order with phase 1 (the mode phase) forced
+    whenever some order triggers it.
+    """
+    before: list[State] = [b for b, _ in cards]  # type: ignore[misc]
+    after: list[CardState] = [a for _, a in cards]
+    listed = [i for i in range(len(cards)) if not host.order_known or before[i] != after[i]]
+    by_state: dict[tuple[bool, CardState], list[int]] = {}
+    for i in listed:
+        by_state.setdefault((after[i] is not None, after[i]), []).append(i)
+    entries: list[dict[str, Any]] = []
+    for (enabled, state), devices in sorted(by_state.items(), key=lambda kv: kv[1][0]):
+        entry: dict[str, Any] = {"devices": devices, "mig-enabled": enabled}
+        if enabled:
+            entry["mig-devices"] = dict(state or ())
+        entries.append(entry)
+    if host.order_known:
+        return entries, apply_entries(before, entries), None
+    worst = worst_over_orders(before, entries)
+    return entries, apply_entries(before, entries, mode_phase=worst.reset_possible), worst

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from vfcore.cluster import NodeState
@@ -12,7 +12,7 @@ from vfcore.placement.claims import PodRequest
 from vfcore.placement.fit import Unplaced
 from vfcore.placement.mig.choice import ProfileChoice
 from vfcore.placement.mig.config import mig_parted_yaml
-from vfcore.placement.mig.layouts import Counts, Placement, counts_of
+from vfcore.placement.mig.layouts import Counts, counts_of
 from vfcore.placement.packing import (
     PackingResult,
 )
@@ -30,15 +30,19 @@ __all__ = [
 
 # -- the plan: cards, layouts, configs -----------------------------------------------------------
 
-CardAction = Literal["keep", "partition", "repartition", "disable"]
+NOTHING_TO_APPLY = "no card needs reconfiguring: nothing to apply"
+
+CardAction = Literal["keep", "partition", "repartition", "recreate", "disable"]
 
 
 @dataclass(frozen=True, slots=True)
 class MigInstance:
     """One GPU instance of a planned card, and the pod planned on it (if any).
 
-    ``start`` is ``None`` on a card kept as it is: the driver placed its
-    instances long ago, and nothing kubectl returns says where.
+    ``start`` is one valid slot for it (a witness that the layout fits), not a
+    position anyone applies: mig-parted lets the driver choose. It is ``None``
+    on a card whose instances survive the apply: the driver placed them long
+    ago, and nothing kubectl returns says where.
     """
 
     profile: str
@@ -53,18 +57,20 @@ class MigInstance:
 class MigCard:
     """One card of a node the plan reconfigures: what it becomes and what runs on it.
 
-    ``action``: ``keep`` (unchanged), ``partition`` (MIG-disabled → a layout),
-    ``repartition`` (one layout → another) or ``disable`` (a layout → a whole
-    card). Every action but ``keep`` wipes the card. ``pods`` are whole-card
-    pods planned on a MIG-disabled card. Which instance (or card) of a node a
-    pod gets is the device plugin's choice; the mapping shown is one that works.
+    ``action`` is what applying the node's config does to it (the apply model,
+    :mod:`.apply`): ``keep`` (its instances, or its whole-card use, survive),
+    ``partition`` (MIG-disabled → a layout), ``repartition`` (one layout →
+    another), ``recreate`` (same counts, but its instances are destroyed and
+    created again: a mode change elsewhere on the node clears it) or
+    ``disable`` (a layout → a whole card). ``pods`` are whole-card pods planned
+    on a MIG-disabled card. Which instance (or card) of a node a pod gets is
+    the device plugin's choice; the mapping shown is one that works.
     """
 
     index: int
     action: CardAction
     mig_enabled: bool
     instances: tuple[MigInstance, ...] = ()
-    creation_order: tuple[Placement, ...] = ()
     pods: tuple[str, ...] = ()
 
     @property
@@ -83,7 +89,6 @@ class MigCard:
             "mig_enabled": self.mig_enabled,
             "profiles": dict(self.profiles),
             "instances": [i.to_dict() for i in self.instances],
-            "creation_order": [p.to_dict() for p in self.creation_order],
             "pods": list(self.pods),
         }
 
@@ -94,9 +99,14 @@ class MigNodePlan:
 
     A node the plan *touches* is idle (no GPU pod bound), so every card is
     listed with its index and the node gets a mig-parted config
-    (``config_name``). ``indices_assumed`` is True when the node's cards are in
-    different states today: kubectl does not say which index holds which, and
-    the config assumes the MIG-enabled ones come first.
+    (``config_name``). Where the card order is known (every card in the same
+    state today) the config lists only the cards that change, and
+    ``cards_reconfigured`` is exactly what mig-parted disrupts. Where it is not
+    (``indices_assumed``: kubectl does not say which index holds which card)
+    the config lists every card, so that any true order ends with the same set
+    of card states, and ``cards_reconfigured`` is the most cards any order
+    disrupts ("up to N"). ``mode_change``: some card changes MIG mode, and if
+    the driver cannot switch it in place mig-parted resets every GPU of the node.
 
     A node left as it is contributes its kept partitions' free instances as a
     per-node ``pool`` (``{profile: free}``): the device plugin advertises them
@@ -113,29 +123,28 @@ class MigNodePlan:
     pool: Counts = ()
     pool_pods: tuple[tuple[str, str], ...] = ()
     note: str | None = None
+    disrupted: int = 0
+    mode_change: bool = False
 
     @property
     def cards_reconfigured(self) -> int:
-        return sum(1 for c in self.cards if c.reconfigured)
+        return self.disrupted
 
     def mig_parted_entries(self) -> list[dict[str, Any]]:
-        """This node's mig-parted entries: every card's target state, cards with equal states merged."""
+        """This node's mig-parted entries: the cards it lists, cards with equal states merged.
+
+        Only the cards that change where the order is known (mig-parted leaves
+        unlisted cards alone); every card where it is not.
+        """
         by_state: dict[tuple[bool, Counts], list[int]] = {}
-        order: dict[tuple[bool, Counts], tuple[Placement, ...]] = {}
         for card in self.cards:
-            key = (card.mig_enabled, card.profiles)
-            by_state.setdefault(key, []).append(card.index)
-            if card.creation_order and key not in order:
-                order[key] = card.creation_order
+            if self.indices_assumed or card.reconfigured:
+                by_state.setdefault((card.mig_enabled, card.profiles), []).append(card.index)
         entries: list[dict[str, Any]] = []
         for (enabled, profiles), devices in sorted(by_state.items(), key=lambda kv: kv[1][0]):
             entry: dict[str, Any] = {"devices": devices, "mig-enabled": enabled}
             if enabled:
-                first = [p.profile for p in order.get((enabled, profiles), ())]
-                names = sorted(
-                    dict(profiles), key=lambda n: (n not in first, *_first_index(first, n))
-                )
-                entry["mig-devices"] = {n: dict(profiles)[n] for n in names}
+                entry["mig-devices"] = dict(profiles)
             entries.append(entry)
         return entries
 
@@ -150,15 +159,12 @@ class MigNodePlan:
             else f"kubectl label node {self.node} nvidia.com/mig.config={self.config_name} --overwrite",
             "indices_assumed": self.indices_assumed,
             "cards_reconfigured": self.cards_reconfigured,
+            "mode_change": self.mode_change,
             "cards": [c.to_dict() for c in self.cards],
             "pool": dict(self.pool),
             "pool_pods": dict(self.pool_pods),
             "note": self.note,
         }
-
-
-def _first_index(names: list[str], name: str) -> tuple[int, str]:
-    return (names.index(name) if name in names else len(names), name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +175,12 @@ class MigPlan:
     (``nvidia.com/mig-<profile>``; one per flow node, since its replicas share
     one pod template). ``choices``: the smallest covering profile per flow node
     and card family present. ``cards_reconfigured`` is what the plan minimises
-    (then ``nodes_touched``); ``cards_lower_bound`` is the solver's proven bound
-    on it (equal when the plan is optimal).
+    (then ``nodes_touched``): the cards mig-parted disrupts applying the
+    configs (at most, on nodes whose card order is assumed);
+    ``cards_lower_bound`` is the solver's proven bound on it (equal when the
+    plan is optimal). ``config_withheld`` says why no config is offered (no node
+    is touched, or the flow does not fit): then :meth:`mig_parted_config` is
+    ``None``.
     """
 
     nodes: tuple[MigNodePlan, ...] = ()
@@ -181,6 +191,7 @@ class MigPlan:
     nodes_touched: int = 0
     cards_lower_bound: int | None = None
     notes: tuple[str, ...] = ()
+    config_withheld: str | None = None
 
     def node(self, name: str) -> MigNodePlan:
         for n in self.nodes:
@@ -188,20 +199,34 @@ class MigPlan:
                 return n
         raise KeyError(name)
 
-    def mig_parted_config(self) -> dict[str, Any]:
-        """A mig-parted config (``version: v1``) with one named config per touched node."""
+    def withhold(self, reason: str) -> MigPlan:
+        """The same plan with no config offered, and why (a verdict's reason first)."""
+        if self.config_withheld not in (None, NOTHING_TO_APPLY):
+            return self
+        return replace(self, config_withheld=reason)
+
+    def layouts(self) -> dict[str, list[dict[str, Any]]]:
+        """Each touched node's mig-parted entries, for inspection (even when withheld)."""
         return {
-            "version": "v1",
-            "mig-configs": {
-                n.config_name: n.mig_parted_entries()
-                for n in self.nodes
-                if n.touched and n.config_name is not None
-            },
+            n.config_name: n.mig_parted_entries()
+            for n in self.nodes
+            if n.touched and n.config_name is not None
         }
 
-    def mig_parted_yaml(self) -> str:
+    def mig_parted_config(self) -> dict[str, Any] | None:
+        """A mig-parted config (``version: v1``) with one named config per touched node.
+
+        ``None`` when there is nothing to apply (``config_withheld`` says why).
+        """
+        configs = self.layouts()
+        if self.config_withheld is not None or not configs:
+            return None
+        return {"version": "v1", "mig-configs": configs}
+
+    def mig_parted_yaml(self) -> str | None:
         """:meth:`mig_parted_config` as YAML text (what ``nvidia-mig-parted apply -f`` reads)."""
-        return mig_parted_yaml(self.mig_parted_config())
+        config = self.mig_parted_config()
+        return None if config is None else mig_parted_yaml(config)
 
     def to_dict(self) -> dict[str, Any]:
         choices: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -214,8 +239,13 @@ class MigPlan:
             "cards_reconfigured": self.cards_reconfigured,
             "cards_lower_bound": self.cards_lower_bound,
             "nodes_touched": self.nodes_touched,
-            "nodes": [n.to_dict() for n in self.nodes],
+            "nodes": [
+                {**d, "label": None} if self.mig_parted_config() is None else d
+                for d in (n.to_dict() for n in self.nodes)
+            ],
             "mig_parted_config": self.mig_parted_config(),
+            "config_withheld": self.config_withheld,
+            "layouts": self.layouts(),
             "notes": list(self.notes),
         }
 

@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from vfadapters.cli import explain, plan, run_command, scale
+from vfadapters.cli import explain, plan, run_command, scale, worker_command
 from vfadapters.cli.output import (
     EXIT_INVALID,
     EXIT_OK,
@@ -36,7 +36,7 @@ from vfadapters.cli.output import (
 )
 
 #: The command modules, in the order ``vf --help`` lists them.
-COMMANDS = (explain, plan, scale, run_command)
+COMMANDS = (explain, plan, scale, run_command, worker_command)
 
 
 class _Parser(argparse.ArgumentParser):

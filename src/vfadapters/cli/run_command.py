@@ -124,12 +124,48 @@ def register(sub: Any) -> None:
         default="forkserver",
         help="how workers start (forkserver: fast and CUDA-safe; spawn: fully fresh)",
     )
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        default=None,
+        help="run every replica as a `vf worker` process against this NATS JetStream server "
+        "(nats://host:port), or start one for the run: `embedded` (docs/broker.md)",
+    )
+    p.add_argument(
+        "--run",
+        dest="run_id",
+        metavar="ID",
+        default=None,
+        help="--broker: the run id naming its streams (default: r<date><time>-<random>)",
+    )
+    p.add_argument(
+        "--ack-wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="--broker: seconds before what a killed worker held is redelivered (30)",
+    )
+    p.add_argument(
+        "--max-ack-pending",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="--broker: messages a consumer may have in flight, unacknowledged (1024)",
+    )
+    p.add_argument(
+        "--keep-streams",
+        action="store_true",
+        help="--broker: leave the run's streams on the server at the end (default: deleted; "
+        "a dead-letter stream holding letters is always kept)",
+    )
     p.set_defaults(handler=_cmd_run)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from vfadapters.local import GpuRefusedError, run
 
+    if args.broker is not None:
+        return _finish(_run_on_broker(args), args)
     try:
         summary = run(
             args.flow,
@@ -152,6 +188,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except GpuRefusedError as exc:
         report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
         return EXIT_STRICT
+    return _finish(summary, args)
+
+
+def _run_on_broker(args: argparse.Namespace) -> Any:
+    from vfadapters.broker.run import BrokerRunOptions, run_on_broker
+    from vfadapters.cli.worker_command import topology_options
+    from vfadapters.local.options import RunOptions
+
+    options = RunOptions(
+        drain_timeout_s=args.drain_timeout,
+        retries=args.retries,
+        dead_letter_path=args.dead_letters,
+        gpu_policy=args.gpu_policy,
+        autoscale=args.autoscale,
+        gpu_autoscaling=args.gpu_autoscaling,
+        max_replicas=args.max_replicas,
+        scale_interval_s=args.scale_interval,
+        scale_target=args.scale_target,
+        realtime_keep=args.realtime_keep,
+        progress=False if args.no_progress else None,
+        stall_warning_s=args.stall_warning,
+    )
+    bopts = BrokerRunOptions(
+        broker=args.broker,
+        run_id=args.run_id,
+        topology=topology_options(args, args.realtime_keep),
+        keep_streams=args.keep_streams,
+    )
+    return run_on_broker(args.flow, options, bopts)
+
+
+def _finish(summary: Any, args: argparse.Namespace) -> int:
     doc = summary.to_dict()
     if args.json:
         emit_json(doc)

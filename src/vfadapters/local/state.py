@@ -48,7 +48,7 @@ class LiveNode:
     active: int = 0
     complete: bool = False
     peak: int = 0
-    in_rings: list[list[Ring]] = field(default_factory=list)  # [parent][owner]
+    in_rings: list[list[Any]] = field(default_factory=list)  # [parent][owner]: rings
     doorbells: list[Any] = field(default_factory=list)  # [owner]
     latency: dict[int, int] = field(default_factory=dict)  # consumers: merged histograms
     latency_max_ns: int = 0
@@ -104,7 +104,7 @@ class RunState:
     voice: Voice
     nodes: dict[str, LiveNode]
     replicas: dict[int, Replica]  # by control slot
-    rings: dict[tuple[str, str], list[Ring]]  # (parent, child) → the child's rings on it
+    rings: dict[tuple[str, str], list[Any]]  # (parent, child) → the child's rings on it
     children: dict[str, tuple[str, ...]]
     ctl: Any  # the control segment as u64 fields
     t0: float = 0.0  # monotonic start of the run

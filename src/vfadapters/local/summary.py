@@ -187,6 +187,7 @@ class RunSummary:
     stalls: tuple[Stall, ...] = ()
     stall_warning_s: float | None = None
     latency: Latency | None = None
+    transport: dict[str, Any] | None = None  # vf run --broker: the broker, run id, duplicates
 
     @property
     def ok(self) -> bool:
@@ -219,4 +220,5 @@ class RunSummary:
             "stall_warning_s": self.stall_warning_s,
             "stalls": [s.to_dict() for s in self.stalls],
             "latency": None if self.latency is None else self.latency.to_dict(),
+            "transport": self.transport or {"kind": "local"},
         }

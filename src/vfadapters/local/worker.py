@@ -43,7 +43,15 @@ from vfadapters.local.ring import Claim, Ring, StopWaiting, record_size
 from vfadapters.local.shm import Segment
 from vfcore import owner_of
 
-__all__ = ["Context", "worker_main"]
+__all__ = [
+    "Aborted",
+    "Context",
+    "Worker",
+    "estimate",
+    "set_parent_death_signal",
+    "short_repr",
+    "worker_main",
+]
 
 _EMPTY: Mapping[str, Any] = {}
 _ndarray = np.ndarray
@@ -146,7 +154,7 @@ class _PipeHandler(logging.Handler):
             pass
 
 
-def _set_parent_death_signal() -> None:
+def set_parent_death_signal() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -185,14 +193,14 @@ def worker_main(cfg: WorkerConfig, conn: Any) -> None:
     """The target of every worker process."""
     signal.signal(signal.SIGINT, _not_for_workers)
     signal.signal(signal.SIGTERM, _not_for_workers)
-    _set_parent_death_signal()
+    set_parent_death_signal()
     _release_forkserver_pipe()
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # stdout belongs to the coordinator (`vf run --json`)
     os.environ.update(cfg.env)
     code = 1
     try:
-        code = _Worker(cfg, conn).main()
+        code = Worker(cfg, conn).main()
     finally:
         try:
             sys.stdout.flush()
@@ -233,7 +241,11 @@ class _Edge:
         self.limit = min(8, self.keep)  # until the child has measured what one message costs it
 
 
-class _Worker:
+class Worker:
+    #: the clock of end-to-end latency (emit at the producer → consume): one host's
+    #: monotonic clock locally; the broker worker uses the wall clock (time.time_ns)
+    latency_clock: Callable[[], int] = staticmethod(time.monotonic_ns)
+
     def __init__(self, cfg: WorkerConfig, conn: Any) -> None:
         self.cfg = cfg
         self.conn = conn
@@ -244,6 +256,12 @@ class _Worker:
         self.latency_max_ns = 0
         self.latency: dict[int, int] = {}  # consumers: histogram of end-to-end latencies
         self.latencies: list[int] = []  # noted, not folded into the histogram yet
+        self.batch_bytes = _BATCH_BYTES  # a batch is written once its payloads pass this
+        # the transport (attach_control / attach_io): rings locally, consumers and
+        # subjects over the broker
+        self.ctl: Any = None
+        self.inputs: list[Any] = []
+        self.edges: list[Any] = []
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -275,15 +293,34 @@ class _Worker:
     def add(self, field: int, n: int = 1) -> None:
         self.ctl[self.base + field] += n
 
+    # -- the transport (the broker worker overrides these four) --------------------
+
+    def attach_control(self) -> None:
+        """The control fields: shared memory with the coordinator."""
+        self.segment = Segment.attach(self.cfg.control)
+        self.ctl = self.segment.buf.cast("Q")
+        self.base = slot_base(self.cfg.slot)
+
+    def log_handler(self) -> logging.Handler:
+        return _PipeHandler(self.send, f"[{self.name}]")
+
+    def attach_io(self) -> None:
+        """The input rings (in parent order) and the output edges."""
+        cfg = self.cfg
+        self.inputs = [Ring.attach(h) for _, h in cfg.inputs]
+        self.parents = tuple(p for p, _ in cfg.inputs)
+        self.edges = [_Edge(e) for e in cfg.outputs]
+
+    def finished(self) -> None:
+        """Everything emitted is written (rings: at once); the broker waits for its acks."""
+
     def main(self) -> int:
         cfg = self.cfg
-        self.segment = Segment.attach(cfg.control)
-        self.ctl = self.segment.buf.cast("Q")
-        self.base = slot_base(cfg.slot)
+        self.attach_control()
         self.ctl[self.base + SLOT.PID] = os.getpid()
         self.ctl[self.base + SLOT.STATE] = SLOT.STARTING
         root = logging.getLogger()
-        root.handlers[:] = [_PipeHandler(self.send, f"[{self.name}]")]
+        root.handlers[:] = [self.log_handler()]
         root.setLevel(cfg.log_level)
         self.logger = logging.getLogger(f"vf.{self.name}")
         try:
@@ -292,9 +329,11 @@ class _Worker:
             self.fail("build", exc)
             return 1
         self.node = node
-        self.inputs = [Ring.attach(h) for _, h in cfg.inputs]
-        self.parents = tuple(p for p, _ in cfg.inputs)
-        self.edges = [_Edge(e) for e in cfg.outputs]
+        try:
+            self.attach_io()
+        except Exception as exc:
+            self.fail("connect", exc)
+            return 1
         self.ctx = Context(
             cfg.node,
             cfg.replica,
@@ -338,6 +377,11 @@ class _Worker:
             return 1
         if not self.close_node(report=True):
             return 1  # what close() should have flushed may be lost: the run fails
+        try:
+            self.finished()
+        except Exception as exc:
+            self.fail("finish", exc)
+            return 1
         self.ctl[self.base + SLOT.STATE] = SLOT.DONE
         self.send_latency()
         self.send(("done",))
@@ -416,7 +460,7 @@ class _Worker:
             "error": error,
             "traceback": tb,
             "attempts": attempts,
-            "payload": _short_repr(payload),
+            "payload": short_repr(payload),
             "time": time.time(),
         }
         line = (json.dumps(entry, default=repr) + "\n").encode()
@@ -479,7 +523,7 @@ class _Worker:
         self, trace_id: str, ts: float | None, meta: Any, payload: Any, emitted_ns: int
     ) -> None:
         env = (trace_id, ts, meta, payload, emitted_ns)
-        size = _estimate(payload)
+        size = estimate(payload)
         for edge in self.edges:
             if edge.routing == "partitioned":
                 try:
@@ -499,7 +543,7 @@ class _Worker:
             buf = edge.buffers[idx]
             buf.append(env)
             edge.sizes[idx] += size
-            if len(buf) >= edge.limit or edge.sizes[idx] >= _BATCH_BYTES:
+            if len(buf) >= edge.limit or edge.sizes[idx] >= self.batch_bytes:
                 self.flush_edge(edge, idx)
 
     @staticmethod
@@ -567,6 +611,7 @@ class _Worker:
         nones = 0  # None returned this many times in a row
         nones_field = self.base + SLOT.NONES
         clock = time.monotonic
+        wall = None if self.latency_clock is time.monotonic_ns else self.latency_clock
         sleep = time.sleep
         stop_index = CTL.STOP_PRODUCERS
         abort_index = CTL.ABORT
@@ -603,7 +648,9 @@ class _Worker:
             ts = ctx.event_ts_ms
             if ts is None:
                 ts = time.time() * 1000.0
-            self.emit(trace_id, ts, ctx._out_metadata(), item, int(t1 * 1e9))  # = monotonic_ns
+            # emit time for end-to-end latency: monotonic here (= int(t1 * 1e9)); the
+            # broker worker uses the wall clock, which hosts share
+            self.emit(trace_id, ts, ctx._out_metadata(), item, wall() if wall else int(t1 * 1e9))
             produced += 1
             if not pending_since:
                 pending_since = t1
@@ -632,7 +679,7 @@ class _Worker:
         active_index = self.base + SLOT.ACTIVE
         reader = self.cfg.replica
         clock = time.perf_counter
-        monotonic_ns = time.monotonic_ns
+        monotonic_ns = self.latency_clock
         latencies = self.latencies
         note = latencies.append
         while True:
@@ -775,9 +822,11 @@ class _Worker:
             if ts is None:
                 ts = next((m.event_ts_ms for _, m in group.messages), None)
             # the earliest emit of the group's members
-            emitted_ns = min((m.payload[3] for _, m in group.messages), default=time.monotonic_ns())
+            emitted_ns = min(
+                (m.payload[3] for _, m in group.messages), default=self.latency_clock()
+            )
             if consumer:
-                self.latencies.append(time.monotonic_ns() - emitted_ns)
+                self.latencies.append(self.latency_clock() - emitted_ns)
                 if len(self.latencies) >= 4096:
                     self.fold_latencies()
             ctx._begin(group.trace_id, ts, meta)
@@ -867,7 +916,7 @@ class _ProducerFailed(Exception):
         self.error = error
 
 
-def _estimate(payload: Any, depth: int = 0) -> int:
+def estimate(payload: Any, depth: int = 0) -> int:
     """Roughly how many bytes a payload adds to a batch (containers: one level deep)."""
     kind = type(payload)
     if kind is bytes or kind is bytearray:
@@ -876,15 +925,15 @@ def _estimate(payload: Any, depth: int = 0) -> int:
         return int(payload.nbytes) + 64
     if depth == 0:
         if kind is dict:
-            return 64 + sum(_estimate(v, 1) for v in payload.values())
+            return 64 + sum(estimate(v, 1) for v in payload.values())
         if (kind is tuple or kind is list) and len(payload) <= 64:
-            return 64 + sum(_estimate(v, 1) for v in payload)
+            return 64 + sum(estimate(v, 1) for v in payload)
     if kind.__module__ == "torch":
         return int(getattr(payload, "nbytes", 64)) + 64
     return 64
 
 
-def _short_repr(value: Any, limit: int = 200) -> str | None:
+def short_repr(value: Any, limit: int = 200) -> str | None:
     if value is None:
         return None
     try:

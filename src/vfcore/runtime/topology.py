@@ -441,6 +441,46 @@ class DeadLetters:
 
 
 @dataclass(frozen=True, slots=True)
+class RunControl:
+    """Where the workers of a run meet besides the streams: a key-value bucket and an object store.
+
+    ``bucket`` (JetStream KV, history 1): ``done.<node>.<replica>`` once a
+    replica finished with everything it published stored (a child ends when
+    every replica of each parent is done and its consumers hold nothing more),
+    ``stats.<node>.<replica>`` (its counters, refreshed while it runs) and
+    ``stop`` (producers stop; set on Ctrl-C/SIGTERM of ``vf run``).
+    ``objects``: the object store bucket for records larger than the server's
+    message limit (deleted once consumed). Keys use the node tokens of the
+    subjects (``node_tokens``), so they are valid KV keys for any node name.
+    """
+
+    bucket: str
+    objects: str
+    node_tokens: tuple[tuple[str, str], ...]
+    stop_key: str = "stop"
+
+    def token_of(self, node: str) -> str:
+        for name, token in self.node_tokens:
+            if name == node:
+                return token
+        raise KeyError(node)
+
+    def done_key(self, node: str, replica: int) -> str:
+        return f"done.{self.token_of(node)}.{replica}"
+
+    def stats_key(self, node: str, replica: int) -> str:
+        return f"stats.{self.token_of(node)}.{replica}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bucket": self.bucket,
+            "objects": self.objects,
+            "stop_key": self.stop_key,
+            "node_tokens": dict(self.node_tokens),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerTopology:
     """Everything a broker run creates before its first worker starts (:func:`broker_topology`).
 
@@ -456,6 +496,7 @@ class BrokerTopology:
     streams: tuple[tuple[str, StreamConfig], ...]
     edges: tuple[EdgeRoute, ...]
     dead_letters: DeadLetters
+    control: RunControl
     consumers: tuple[TopologyConsumer, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -503,6 +544,7 @@ class BrokerTopology:
             "streams": [{"node": n, "config": c.to_dict()} for n, c in self.streams],
             "edges": [edge.to_dict() for edge in self.edges],
             "dead_letters": self.dead_letters.to_dict(),
+            "control": self.control.to_dict(),
         }
 
 
@@ -598,6 +640,14 @@ def broker_topology(
         discard="new",
         duplicate_window=_ns(opts.duplicate_window_s),
     )
+    short = label[:48].rstrip("-")
+    control = RunControl(
+        bucket=_checked("bucket name", f"VF_CTL_{short}-{digest}", None, spec.name),
+        objects=_checked("bucket name", f"VF_OBJ_{short}-{digest}", None, spec.name),
+        node_tokens=tuple((n.name, _last_token(names[n.name])) for n in spec.nodes),
+    )
+    for bucket in (control.bucket, control.objects):
+        _checked("bucket name", bucket, nats_name_problem(bucket), spec.name)
     return BrokerTopology(
         spec.name,
         spec.flow_type,
@@ -606,6 +656,7 @@ def broker_topology(
         tuple(streams),
         tuple(edges),
         DeadLetters(dlq, dlq_subjects),
+        control,
     )
 
 

@@ -1,0 +1,202 @@
+"""One NATS connection driven from synchronous code, and the run's objects on the server.
+
+Node code is synchronous (it may block for 50 ms on a frame), nats-py is
+asyncio: a :class:`Bridge` runs an event loop in a daemon thread that owns the
+connection, so pings, reconnects and acknowledgements go on while a node works;
+the worker hands it coroutines (:meth:`Bridge.run` waits, :meth:`Bridge.submit`
+does not).
+
+:func:`ensure_topology` creates what :func:`vfcore.broker_topology` lists —
+every stream, consumer, the run's control bucket — through the raw JetStream
+API with exactly the topology's JSON, leaving what already exists as it is;
+:func:`delete_topology` removes it all at the end of a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from vfcore import InvalidInputError
+from vfcore.runtime import BrokerTopology
+
+__all__ = [
+    "Bridge",
+    "BrokerError",
+    "api_request",
+    "delete_topology",
+    "ensure_topology",
+    "is_not_found",
+]
+
+T = TypeVar("T")
+
+#: JetStream API error codes (nats-server's errors.json) that mean "no such thing".
+NOT_FOUND_CODES = frozenset({10014, 10059, 10037})  # consumer, stream, no message
+
+
+class BrokerError(RuntimeError):
+    """The server refused or did not answer; ``rule`` is a stable kebab-case id."""
+
+    def __init__(self, rule: str, message: str, hint: str = "") -> None:
+        super().__init__(f"{message}" + (f" ({hint})" if hint else ""))
+        self.rule = rule
+        self.message = message
+        self.hint = hint
+
+
+def is_not_found(error: dict[str, Any] | None) -> bool:
+    return bool(error) and (error or {}).get("err_code") in NOT_FOUND_CODES
+
+
+async def api_request(
+    nc: Any, subject: str, payload: dict[str, Any] | None = None, *, timeout_s: float = 5.0
+) -> dict[str, Any]:
+    """A raw JetStream API request; the decoded answer (with ``error`` when refused)."""
+    body = b"" if payload is None else json.dumps(payload).encode()
+    msg = await nc.request(subject, body, timeout=timeout_s)
+    answer: dict[str, Any] = json.loads(msg.data)
+    return answer
+
+
+class Bridge:
+    """An asyncio loop in a daemon thread with one NATS connection (``nc``, ``js``)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="vf-nats", daemon=True)
+        self.thread.start()
+        self.nc: Any = None
+        self.js: Any = None
+        self.reconnects = 0
+        self.disconnected = False
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def connect(self, url: str, *, name: str, connect_timeout_s: float = 5.0) -> None:
+        """Connect (once, bounded); afterwards nats-py reconnects on its own, forever."""
+        import nats
+
+        async def on_disconnect() -> None:
+            self.disconnected = True
+
+        async def on_reconnect() -> None:
+            self.disconnected = False
+            self.reconnects += 1
+
+        async def on_error(exc: Exception) -> None:  # logged by the caller's counters
+            return None
+
+        async def go() -> Any:
+            return await nats.connect(
+                url,
+                name=name,
+                connect_timeout=connect_timeout_s,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                disconnected_cb=on_disconnect,
+                reconnected_cb=on_reconnect,
+                error_cb=on_error,
+            )
+
+        try:
+            self.nc = self.run(self._first_connect(go), timeout_s=connect_timeout_s + 5)
+        except Exception as exc:
+            raise InvalidInputError(
+                "broker-unreachable",
+                f"cannot connect to the NATS server at {url}: {type(exc).__name__}: {exc}",
+                "start one (nats-server -js) or use --broker embedded; check host, port and "
+                "that JetStream is enabled",
+            ) from None
+        self.js = self.nc.jetstream(timeout=10.0)
+
+    @staticmethod
+    async def _first_connect(go: Any) -> Any:
+        # nats.connect() retries the first connection itself only with
+        # allow_reconnect and servers it has seen; one attempt is what we want
+        return await go()
+
+    def close(self) -> None:
+        nc = self.nc
+        if nc is not None:
+            try:
+                self.run(nc.drain() if not nc.is_closed else asyncio.sleep(0), timeout_s=5)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self.run(nc.close(), timeout_s=2)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+
+
+async def _create(nc: Any, kind: str, subject: str, config: dict[str, Any]) -> None:
+    answer = await api_request(nc, subject, config)
+    error = answer.get("error")
+    if error:
+        raise BrokerError(
+            "broker-refused",
+            f"the NATS server refused to create {kind} {config.get('name') or config.get('durable_name')}: "
+            f"{error.get('description')} (err_code {error.get('err_code')})",
+            "a run id is reused with other settings: pick a new --run, or delete the old run's "
+            "streams (vf run --broker deletes them at the end unless --keep-streams)",
+        )
+
+
+async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
+    """Create every stream, consumer and the control bucket that is not there yet."""
+    doc = topo.to_dict()
+    streams = [s["config"] for s in doc["streams"]] + [doc["dead_letters"]["config"]]
+    for config in streams:
+        info = await api_request(nc, f"$JS.API.STREAM.INFO.{config['name']}")
+        if is_not_found(info.get("error")):
+            await _create(nc, "stream", f"$JS.API.STREAM.CREATE.{config['name']}", config)
+        elif info.get("error"):
+            raise BrokerError(
+                "broker-refused",
+                f"stream {config['name']}: {info['error'].get('description')}",
+                "is JetStream enabled on the server (nats-server -js)?",
+            )
+    for consumer in topo.consumers:
+        info = await api_request(nc, f"$JS.API.CONSUMER.INFO.{consumer.stream}.{consumer.name}")
+        if is_not_found(info.get("error")):
+            await _create(
+                nc,
+                "consumer",
+                f"$JS.API.CONSUMER.CREATE.{consumer.stream}.{consumer.name}",
+                {"stream_name": consumer.stream, "config": consumer.config.to_dict()},
+            )
+    js = nc.jetstream()
+    from nats.js.api import KeyValueConfig, StorageType
+
+    try:
+        await js.key_value(topo.control.bucket)
+    except Exception:
+        await js.create_key_value(
+            KeyValueConfig(bucket=topo.control.bucket, history=1, storage=StorageType.FILE)
+        )
+
+
+async def delete_topology(nc: Any, topo: BrokerTopology) -> None:
+    """Delete the run's streams and buckets (the dead-letter stream only when empty)."""
+    for config in (c for _, c in topo.streams):
+        await api_request(nc, f"$JS.API.STREAM.DELETE.{config.name}")
+    dlq = topo.dead_letters.config.name
+    info = await api_request(nc, f"$JS.API.STREAM.INFO.{dlq}")
+    if not info.get("error") and info.get("state", {}).get("messages", 0) == 0:
+        await api_request(nc, f"$JS.API.STREAM.DELETE.{dlq}")
+    for bucket in (f"KV_{topo.control.bucket}", f"OBJ_{topo.control.objects}"):
+        await api_request(nc, f"$JS.API.STREAM.DELETE.{bucket}")

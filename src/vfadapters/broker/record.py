@@ -1,0 +1,57 @@
+"""A batch of messages as one NATS message body: the shared-memory ring's record layout.
+
+A worker sends several messages (envelopes: trace id, event time, metadata,
+payload, emit time) in one NATS message, laid out exactly as a record in the
+local executor's rings, so both transports decode with the same
+:func:`vfadapters.local.codec.decode`: a 16-byte header (``VFR1``, the message
+count, the number of out-of-band buffers), the lengths, the pickle body, then
+each numpy/bytes/tensor buffer raw on a 64-byte boundary.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from vfadapters.local.codec import decode, encode
+from vfadapters.local.ring import record_size
+
+__all__ = ["MAGIC", "pack", "unpack"]
+
+MAGIC = b"VFR1"
+_HEADER = struct.Struct("<4sIII")
+
+
+def pack(envelopes: Sequence[tuple[Any, ...]]) -> bytearray:
+    """The record of ``envelopes`` (one NATS message body)."""
+    body, buffers = encode(envelopes)
+    lengths = [len(body), *(b.nbytes for b in buffers)]
+    out = bytearray(record_size(len(body), lengths[1:]))
+    _HEADER.pack_into(out, 0, MAGIC, len(envelopes), len(buffers), 0)
+    struct.pack_into(f"<{len(lengths)}Q", out, 16, *lengths)
+    p = (16 + 8 * len(lengths) + 7) & ~7
+    out[p : p + len(body)] = body
+    p += len(body)
+    for buf in buffers:
+        p = (p + 63) & ~63
+        n = buf.nbytes
+        out[p : p + n] = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
+        p += n
+    return out
+
+
+def header(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(count, nbufs)`` of a record, or None when ``data`` is not one."""
+    if len(data) < 16 or bytes(data[:4]) != MAGIC:
+        return None
+    _, count, nbufs, _ = _HEADER.unpack_from(data, 0)
+    return count, nbufs
+
+
+def unpack(data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
+    """The envelopes of a record (arrays are writable when ``data`` is a bytearray)."""
+    head = header(data)
+    if head is None:
+        raise ValueError(f"not a vf record ({len(data)} bytes, starts {bytes(data[:4])!r})")
+    return decode(memoryview(data), head[1])

@@ -1,0 +1,160 @@
+"""``vf worker FLOW --node NAME --broker URL --run ID``: one replica of one node (what a pod runs).
+
+The replica index comes from ``--replica``, else from the environment a pod
+gets: ``VF_REPLICA``, an Indexed Job's ``JOB_COMPLETION_INDEX``, or the
+StatefulSet ordinal at the end of ``POD_NAME`` / ``HOSTNAME``; else 0. Exit
+codes: 0 the replica finished (or was stopped by SIGTERM: what it held goes
+back to the broker), 1 it failed (its traceback is on stderr), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from vfadapters.cli.output import EXIT_OK, EXIT_RUNTIME
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "worker",
+        help="run one replica of one node against a NATS JetStream server (what a pod runs)",
+        description="Run replica I of node NAME of the flow against the broker: read its "
+        "parents' consumers, call the node, publish its outputs, acknowledge only what is "
+        "stored downstream. Stops at the end of the stream (every upstream replica done) or "
+        "on SIGTERM.",
+    )
+    p.add_argument("flow", metavar="FLOW", help="flow.py or flow.py:factory")
+    p.add_argument("--node", required=True, metavar="NAME", help="the node this replica runs")
+    p.add_argument(
+        "--replica",
+        type=int,
+        default=None,
+        metavar="I",
+        help="replica index (default: VF_REPLICA, JOB_COMPLETION_INDEX, the ordinal of "
+        "POD_NAME/HOSTNAME, else 0)",
+    )
+    p.add_argument("--broker", required=True, metavar="URL", help="nats://host:port")
+    p.add_argument("--run", required=True, metavar="ID", help="the run id (names every stream)")
+    add_broker_options(p)
+    p.add_argument(
+        "--no-create",
+        action="store_true",
+        help="do not create missing streams and consumers (someone else set the run up)",
+    )
+    p.add_argument("--parent-death", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(handler=_cmd_worker)
+
+
+def add_broker_options(p: Any) -> None:
+    """Options ``vf worker`` and ``vf run --broker`` share."""
+    p.add_argument(
+        "--retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="extra attempts for a message whose processing raises, then dead letter (2)",
+    )
+    p.add_argument(
+        "--ack-wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds before a message a dead worker held is redelivered (30)",
+    )
+    p.add_argument(
+        "--max-ack-pending",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="messages a consumer may have in flight, unacknowledged (1024)",
+    )
+
+
+def topology_options(args: argparse.Namespace, realtime_keep: int | None = None) -> Any:
+    from vfcore import InvalidInputError
+    from vfcore.runtime import TopologyOptions
+
+    if args.retries < 0:
+        raise InvalidInputError(
+            "invalid-option", f"--retries {args.retries} is negative", "use 0 or more"
+        )
+    window = max(120.0, 4 * args.ack_wait)
+    return TopologyOptions(
+        realtime_keep=realtime_keep or 1,
+        max_ack_pending=args.max_ack_pending,
+        ack_wait_s=args.ack_wait,
+        duplicate_window_s=window,
+    )
+
+
+def load_runnable(target: str) -> tuple[Any, Any]:
+    """``(flow, spec)`` of a flow file, named as ``vf run`` names it."""
+    from dataclasses import replace
+
+    from vfadapters.loading import load_flow, split_target
+    from vfcore import FlowSpec, InvalidFlowError, InvalidInputError, validate
+
+    loaded = load_flow(target)
+    if isinstance(loaded, FlowSpec):
+        raise InvalidInputError(
+            "run-needs-code",
+            f"{target} is a FlowSpec: it describes the flow but holds no node code to run",
+            "pass the flow's .py file (flow.py or flow.py:factory)",
+        )
+    name = loaded.name or split_target(target)[0].stem
+    spec = loaded.spec()
+    if spec.name != name:
+        spec = replace(spec, name=name)
+    issues = validate(spec)
+    if any(i.is_error for i in issues):
+        raise InvalidFlowError(issues)
+    return loaded, spec
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from vfadapters.broker.worker import WorkerOptions, replica_from_env, run_worker
+    from vfcore import InvalidInputError
+    from vfcore.runtime import check_run_id
+
+    run_id = check_run_id(args.run)
+    flow, spec = load_runnable(args.flow)
+    nodes = {n.name: n for n in flow.nodes}
+    if args.node not in nodes:
+        raise InvalidInputError(
+            "unknown-node",
+            f"flow {spec.name!r} has no node {args.node!r}",
+            f"use one of: {', '.join(nodes)}",
+        )
+    try:
+        replica = args.replica if args.replica is not None else replica_from_env()
+    except ValueError as exc:
+        raise InvalidInputError(
+            "invalid-replica", str(exc), "unset it or pass --replica I"
+        ) from None
+    replica = 0 if replica is None else replica
+    if replica < 0:
+        raise InvalidInputError(
+            "invalid-replica", f"--replica {replica} is negative", "replicas count from 0"
+        )
+    nspec = spec.node(args.node)
+    if nspec.partition_by is not None and nspec.nb_tasks > 1 and replica >= nspec.nb_tasks:
+        raise InvalidInputError(
+            "invalid-replica",
+            f"node {args.node!r} is partitioned into {nspec.nb_tasks}; replica {replica} owns "
+            "no partition",
+            f"use 0..{nspec.nb_tasks - 1}",
+        )
+    opts = WorkerOptions(
+        url=args.broker,
+        run_id=run_id,
+        replica=replica,
+        retries=args.retries,
+        log_level=logging.INFO,
+        create_topology=not args.no_create,
+        topology=topology_options(args),
+        parent_death=args.parent_death,
+    )
+    code = run_worker(spec, nodes[args.node], args.node, opts)
+    return EXIT_OK if code == 0 else EXIT_RUNTIME

@@ -190,11 +190,13 @@ def plan_issues(
                 "warning",
                 None,
                 f"{len(assumed)} node(s) ({', '.join(assumed[:4])}{'…' if len(assumed) > 4 else ''}) "
-                "have MIG-enabled and MIG-disabled cards today, and kubectl does not say which "
-                "index is which; their mig-parted configs assume the MIG-enabled cards come first",
+                "have cards in different states today (MIG-enabled and MIG-disabled, or MIG "
+                "layouts kubectl cannot attribute), and kubectl does not say which index is "
+                "which; their mig-parted configs list every card, so any order ends with the "
+                "card states planned, and the plan counts the most cards any order disrupts",
                 "check with `nvidia-smi --query-gpu=index,mig.mode.current --format=csv` on each "
-                "and renumber the configs' devices if needed (the nodes are idle, so a wrong "
-                "guess wipes only idle cards, but may reconfigure more than planned)",
+                "and, knowing the order, list only the cards that change (the nodes are idle, "
+                "so at worst idle cards are wiped), or add a node whose cards are all alike",
             )
         )
     for flow_node, p in sorted(profile_of.items()):

@@ -62,6 +62,7 @@ __all__ = [
     "NO_GPU_MEMORY_FACTS",
     "SELECTOR_MISMATCH",
     "SHARED_POOL",
+    "SHARED_POOL_RESOURCES",
     "TOO_MANY_PODS",
     "UNSCHEDULABLE",
     "UNSCHEDULABLE_TAINT",
@@ -71,14 +72,18 @@ __all__ = [
     "Insufficient",
     "Unplaced",
     "UnplacedKind",
+    "card_vram_mib",
     "could_ever_hold",
     "distinct_reasons",
     "effective_taints",
     "eligibility_reasons",
     "fits",
     "free_units",
+    "gib",
     "message_of",
     "never_reasons",
+    "pool_resource",
+    "pool_vram_reason",
     "reasons_on",
     "resource_reasons",
     "scheduler_message",
@@ -104,6 +109,9 @@ SHARED_POOL = (
     "node(s) share GPUs by {sharing}: a pod needing {units} {resource} gets no whole cards"
 )
 NO_GPU_MEMORY_FACTS = "node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)"
+#: The resources a time-sliced or MPS pool advertises: replicas of cards, not cards
+#: (``nvidia.com/gpu.shared`` when the device plugin's ``renameByDefault`` is set).
+SHARED_POOL_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -246,6 +254,10 @@ def eligibility_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
     return ()
 
 
+def _is_pool_resource(resource: str) -> bool:
+    return resource in SHARED_POOL_RESOURCES or resource.startswith("nvidia.com/mig-")
+
+
 def sharing_reason(pod: PodRequest, node: NodeState) -> str | None:
     """A GPU-sharing pool (time-slicing or MPS) cannot serve a pod that needs > 1 card.
 
@@ -257,8 +269,95 @@ def sharing_reason(pod: PodRequest, node: NodeState) -> str | None:
     if gpu is None or gpu.sharing == "none":
         return None
     for resource, units in pod.requests:
-        if units > 1 and (resource == "nvidia.com/gpu" or resource.startswith("nvidia.com/mig-")):
+        if units > 1 and _is_pool_resource(resource):
             return SHARED_POOL.format(sharing=gpu.sharing, units=units, resource=resource)
+    return None
+
+
+def pool_resource(pod: PodRequest, node: NodeState) -> str | None:
+    """The shared-pool resource ``pod`` takes a unit of on ``node`` (``None``: not a pool pod).
+
+    A time-sliced or MPS node advertises ``replicas`` units per card as
+    ``nvidia.com/gpu`` (or ``nvidia.com/gpu.shared`` when the device plugin
+    renames it); a pod requesting one of those that the node advertises takes
+    a share of one card.
+    """
+    gpu = node.gpu
+    if gpu is None or gpu.sharing == "none":
+        return None
+    for resource, units in pod.requests:
+        if units > 0 and resource in SHARED_POOL_RESOURCES and node.allocatable_of(resource) > 0:
+            return resource
+    return None
+
+
+def gib(mib: int | float) -> str:
+    """MiB as GiB with two decimals: ``gib(9728) == '9.50 GiB'``."""
+    return f"{mib / 1024:,.2f} GiB"
+
+
+def card_vram_mib(pod: PodRequest, node: NodeState) -> int:
+    """The VRAM (MiB) ``pod`` adds to the one card of ``node`` it lands on; 0: none is counted.
+
+    A ``shared`` slice (shared mode) counts its declared VRAM on every GPU node.
+    A whole-unit pod that declares ``gpu_memory_gib`` counts it on a
+    time-sliced pool whose card memory and count are known: time-slicing
+    isolates no memory, so the pods on one card share its VRAM. On MPS each
+    client is capped at memory / replicas instead (:func:`pool_vram_reason`),
+    and on an unshared node a unit is a whole card.
+
+    >>> from vfcore.cluster import GpuInfo, node
+    >>> t4 = node("t4", allocatable={"nvidia.com/gpu": 4},
+    ...     gpu=GpuInfo(memory_mib=15360, count=1, sharing="time-slicing", replicas=4))
+    >>> p = PodRequest("p/0", "p", 0, (("nvidia.com/gpu", 1),), gpu_memory_mib=6144, slice="whole")
+    >>> card_vram_mib(p, t4)
+    6144
+    """
+    if pod.slice == "shared":
+        return pod.gpu_memory_mib or 0
+    gpu = node.gpu
+    if (
+        pod.gpu_memory_mib
+        and gpu is not None
+        and gpu.sharing == "time-slicing"
+        and gpu.memory_mib
+        and gpu.count
+        and pool_resource(pod, node) is not None
+    ):
+        return pod.gpu_memory_mib
+    return 0
+
+
+def pool_vram_reason(pod: PodRequest, node: NodeState) -> str | None:
+    """A pool pod declaring more VRAM than one share of a card can give, with the numbers.
+
+    Time-slicing: more than the card's memory (all sharers use the same VRAM,
+    so one pod alone must fit). MPS: more than memory / replicas, the cap the
+    device plugin's MPS daemon sets on each client. ``None`` where the pod
+    fits, declares nothing, or the card's memory is unknown (never a refusal
+    from an unknown).
+
+    >>> from vfcore.cluster import GpuInfo, node
+    >>> mps = node("t4", allocatable={"nvidia.com/gpu": 4},
+    ...     gpu=GpuInfo(memory_mib=15360, count=1, sharing="mps", replicas=4))
+    >>> p = PodRequest("p/0", "p", 0, (("nvidia.com/gpu", 1),), gpu_memory_mib=6144, slice="whole")
+    >>> pool_vram_reason(p, mps)
+    'node(s) share GPUs by mps: 6.00 GiB of VRAM asked, each of 4 clients of a 15.00 GiB card gets 3.75 GiB'
+    """
+    gpu = node.gpu
+    asked = pod.gpu_memory_mib
+    if not asked or gpu is None or not gpu.memory_mib or pool_resource(pod, node) is None:
+        return None
+    if gpu.sharing == "time-slicing" and asked > gpu.memory_mib:
+        return (
+            f"node(s) share GPUs by time-slicing: {gib(asked)} of VRAM asked, "
+            f"{gib(gpu.memory_mib)} per card"
+        )
+    if gpu.sharing == "mps" and asked * gpu.replicas > gpu.memory_mib:
+        return (
+            f"node(s) share GPUs by mps: {gib(asked)} of VRAM asked, each of {gpu.replicas} "
+            f"clients of a {gib(gpu.memory_mib)} card gets {gib(gpu.memory_mib / gpu.replicas)}"
+        )
     return None
 
 
@@ -268,7 +367,19 @@ def _vfcore_reasons(pod: PodRequest, node: NodeState) -> tuple[str, ...]:
         node.gpu is None or not node.gpu.memory_mib or not node.gpu.count
     ):
         return (NO_GPU_MEMORY_FACTS,)
-    shared = sharing_reason(pod, node)
+    gpu = node.gpu
+    if (
+        pod.slice == "shared"
+        and pod.gpu_memory_mib
+        and gpu is not None
+        and gpu.memory_mib
+        and pod.gpu_memory_mib > gpu.memory_mib
+    ):
+        return (
+            f"node(s) had too little VRAM per card: {gib(pod.gpu_memory_mib)} asked, "
+            f"{gib(gpu.memory_mib)} per card",
+        )
+    shared = sharing_reason(pod, node) or pool_vram_reason(pod, node)
     return (shared,) if shared else ()
 
 

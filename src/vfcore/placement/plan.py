@@ -28,10 +28,11 @@ from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.spec import to_spec
 from vfcore.flow.validate import require_valid
 from vfcore.placement.claims import PodRequest, pod_requests
-from vfcore.placement.fit import Unplaced
+from vfcore.placement.fit import SHARED_POOL_RESOURCES, Unplaced
 from vfcore.placement.packing import PackingResult, SolverConfig, SolverReport, check_placement
 from vfcore.placement.planners import ModePlanner, name_list, placed_load, planner_for
-from vfcore.quantity import format_quantity
+from vfcore.placement.sharing import SharedPool, shared_pools
+from vfcore.quantity import format_human
 
 if TYPE_CHECKING:
     from vfcore.flow.authoring import Flow
@@ -84,6 +85,17 @@ class Plan:
     fix: str | None
     scheduler: SchedulerReport | None = None  # the scheduler model's verdict and remedy, if run
     mig: MigPlan | None = None  # in mix mode: layouts, configs, resources per pod
+    shared_pools: tuple[SharedPool, ...] = ()  # time-sliced / MPS nodes and who shares a card
+
+    def shares_card_with(self) -> dict[str, list[str]]:
+        """Each planned pod sharing a card of a time-sliced or MPS pool → the pods it shares with."""
+        out: dict[str, list[str]] = {}
+        for pool in self.shared_pools:
+            for pod in pool.pods:
+                others = pool.shares_with(pod)
+                if others:
+                    out[pod] = list(others)
+        return dict(sorted(out.items()))
 
     @property
     def passes_preflight(self) -> bool:
@@ -118,6 +130,8 @@ class Plan:
             "pods": [p.to_dict() for p in self.pods],
             "scheduler": None if self.scheduler is None else self.scheduler.to_dict(),
             **({} if self.mig is None else {"mig": self.mig.to_dict()}),
+            "shared_pools": [p.to_dict() for p in self.shared_pools],
+            "shares_card_with": self.shares_card_with(),
             "solver": self.solver.to_dict(),
         }
 
@@ -305,6 +319,12 @@ def plan_pods(
         hopeless = {u.pod for u in unplaced if u.kind == "unresolvable"}
         helpable = [p for p in planned if p.pod not in hopeless]
         problems += planner.blocking_findings(helpable, considered, cfg)
+    pools = shared_pools(solved.pods, cluster.nodes, result.assignments, dict(result.cards))
+    doubtful = [p for p in pools if p.pods and p.verdict == "unknown"]
+    if verdict == "fits" and doubtful:
+        verdict = "unknown"  # the VRAM of pods sharing a card is not certain: never "fits"
+    if verdict != "does-not-fit":
+        unknown += [Unknown(f"node/{p.node}", f"shared-card-vram: {p.reason}") for p in doubtful]
     realised = planner.realised(cluster, solved)
     usage = _usage(solved.pods, realised, result.assignments)
     out = Plan(
@@ -325,6 +345,7 @@ def plan_pods(
         mig=solved.mig
         if solved.mig is None or verdict == "fits"
         else solved.mig.withhold(f"the verdict is {verdict}, not fits"),
+        shared_pools=pools,
     )
     if predict_scheduler:
         out = _with_scheduler(out, solved.pods, realised, time_limit, clock, progress, version)
@@ -470,19 +491,23 @@ def _problems(
                 )
             )
         for pod in pods:
-            if any(u > 1 for r, u in pod.requests if r.startswith("nvidia.com/")):
+            gpus = [(u, r) for r, u in pod.requests if u > 1 and r in SHARED_POOL_RESOURCES]
+            if gpus:
                 pools = sorted(
                     {n.gpu.sharing for n in cluster.nodes if n.gpu and n.gpu.sharing != "none"}
                 )
                 if pools and pod.replica == 0:
+                    units, resource = max(gpus)
                     out.append(
                         Problem(
                             "shared-pool-multi-gpu",
                             "warning",
                             pod.node,
-                            f"{pod.node} needs {max(u for _, u in pod.requests)} GPUs per pod, "
-                            f"which the {'/'.join(pools)} pools cannot serve (they advertise "
-                            "replicas of cards, not cards); only unshared nodes are eligible",
+                            f"{pod.node} needs {units} GPUs per pod ({units} {resource}), which "
+                            f"the {'/'.join(pools)} pools cannot serve: there each unit is a "
+                            "share of one card, not a card (and with failRequestsGreaterThanOne "
+                            "the device plugin refuses more than one); only unshared nodes are "
+                            "eligible",
                             "run it on unshared GPU nodes, or split the model to one GPU per pod",
                         )
                     )
@@ -531,7 +556,7 @@ def _smallest_fix(
 
 def _describe(node: NodeState) -> str:
     parts = [
-        f"{format_quantity(r, v)} {r}"
+        f"{format_human(r, v)} {r}"
         for r, v in node.allocatable
         if r in ("cpu", "memory") or "/" in r
     ]

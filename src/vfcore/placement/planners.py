@@ -36,16 +36,20 @@ from vfcore.flow.gpu_mode import GpuMode
 from vfcore.placement.claims import PodRequest
 from vfcore.placement.fit import (
     FitReason,
+    Ineligible,
     Unplaced,
     UnplacedKind,
+    card_vram_mib,
     could_ever_hold,
     distinct_reasons,
+    eligibility_reasons,
+    gib,
     reasons_on,
     shortfalls,
     summarise,
 )
 from vfcore.placement.packing import ExtraReasons, PackingResult, SolverConfig, pack
-from vfcore.quantity import PODS, format_quantity
+from vfcore.quantity import PODS, format_human, format_quantity
 
 if TYPE_CHECKING:
     from vfcore.placement.mig import MigPlan
@@ -314,7 +318,10 @@ def _explain_unplaced(
     for name in result.unplaced:
         pod = by_name[name]
         if pod.shape not in by_shape:
-            per_node_ = [reasons_on(pod, n, load.get(n.name, {})) for n in considered]
+            per_node_ = [
+                reasons_on(pod, n, load.get(n.name, {})) or _card_vram_reason(pod, n, pods, result)
+                for n in considered
+            ]
             ever_ = any(could_ever_hold(pod, n) for n in [*cluster.nodes, *considered])
             free_fix = _free_on_one_host(pod, readable, load) if ever_ else None
             hopeful_ = [
@@ -342,16 +349,65 @@ def _explain_unplaced(
     return tuple(out)
 
 
+def _card_vram_reason(
+    pod: PodRequest, node: NodeState, pods: Sequence[PodRequest], result: PackingResult
+) -> tuple[FitReason, ...]:
+    """Why a pod that passes every filter still has no card on ``node``: the VRAM left per card.
+
+    Time-sliced cards (and shared-mode cards) hold the VRAM their pods declare;
+    the planned pods' load is read from the packing's card mapping.
+    """
+    vram = card_vram_mib(pod, node)
+    gpu = node.gpu
+    if not vram or gpu is None or not gpu.memory_mib or not gpu.count:
+        return ()
+    by_name = {p.pod: p for p in pods}
+    placed_on = dict(result.assignments)
+    used = [0] * gpu.count
+    for name, card in result.cards:
+        other = by_name.get(name)
+        if other is not None and 0 <= card < gpu.count and placed_on.get(name) == node.name:
+            used[card] += card_vram_mib(other, node)
+    left = gpu.memory_mib - min(used)
+    how = "time-slicing" if gpu.sharing == "time-slicing" else "VRAM"
+    return (
+        Ineligible(
+            f"node(s) had too little VRAM left on any card ({how}): {gib(vram)} asked, "
+            f"at most {gib(left)} of {gib(gpu.memory_mib)} left after the planned pods"
+        ),
+    )
+
+
+def _as_ready(node: NodeState) -> NodeState:
+    """``node`` as if Ready: without the node lifecycle controller's condition taints."""
+    kept = tuple(t for t in node.taints if t.key not in _CONDITION_TAINT_KEYS)
+    return replace(node, ready=True, taints=kept)
+
+
+_CONDITION_TAINT_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def _unresolvable_fix(pod: PodRequest, cluster: ClusterSnapshot) -> str:
     hosts = [*cluster.nodes, *(u.bound for u in cluster.unreadable_nodes if u.bound is not None)]
     biggest = {r: max((n.allocatable_of(r) for n in hosts), default=0) for r, _ in pod.requests}
     short = [
-        f"{u} {r} (the largest host has {biggest[r]})" for r, u in pod.requests if u > biggest[r]
+        f"{format_human(r, u)} {r} (the largest host has {format_human(r, biggest[r])})"
+        for r, u in pod.requests
+        if u > biggest[r]
     ]
     if short:
         return (
             f"{pod.pod} needs {', '.join(short)} on one host: no node can ever hold it; "
-            "use fewer GPUs per replica or add a larger node"
+            "ask for less per replica or add a larger node"
+        )
+    not_ready = sorted(
+        n.name for n in cluster.nodes if not n.ready and not eligibility_reasons(pod, _as_ready(n))
+    )
+    if not_ready:
+        return (
+            f"{len(not_ready)} node(s) that could hold {pod.pod} are not Ready "
+            f"({name_list(not_ready)}): the node lifecycle controller's not-ready taint keeps "
+            "pods off; find out why (`kubectl describe node`), bring them back or replace them"
         )
     return f"no node is eligible for {pod.pod}: fix its selector/tolerations or the nodes' labels"
 

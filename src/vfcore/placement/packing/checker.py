@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.fit import free_units, static_reasons
+from vfcore.placement.fit import card_vram_mib, free_units, static_reasons
 from vfcore.placement.packing.shapes import ExtraReasons
 from vfcore.quantity import PODS
 
@@ -53,13 +53,14 @@ def check_placement(
         for r, u in pod.requests:
             load[node_name][r] += u
         load[node_name][PODS] += 1
-        if pod.slice == "shared" and pod.gpu_memory_mib and cards is not None:
+        vram = card_vram_mib(pod, node)
+        if vram and cards is not None:
             card = cards.get(pod_name_)
             count = node.gpu.count if node.gpu and node.gpu.count else 0
             if card is None or not 0 <= card < count:
                 problems.append(f"{pod_name_} on {node_name}: no valid card index ({card!r})")
             else:
-                card_load[node_name, card] += pod.gpu_memory_mib
+                card_load[node_name, card] += vram
     for node_name, used in sorted(load.items()):
         node = node_by_name[node_name]
         for r, u in sorted(used.items()):

@@ -14,7 +14,7 @@ from typing import Any
 
 from vfcore.errors import InvalidInputError
 from vfcore.placement.packing.report import SolverConfig, SolverReport, Status
-from vfcore.placement.packing.shapes import NodeRoom, Shape, max_on_node
+from vfcore.placement.packing.shapes import NodeRoom, Shape, max_on_node, vram_on
 
 __all__ = ["load_cp_model", "run_solver", "solve_per_node"]
 
@@ -103,14 +103,14 @@ def solve_per_node(
                 <= max(node.free.get(r, 0), 0)
             )
         model.add(sum(var for _, var in terms) <= max(node.free_pods, 0))
-        shared = [(shape, var) for shape, var in terms if shape.vram_mib]
+        shared = [(shape, var) for shape, var in terms if vram_on(shape, node)]
         if shared:  # each shared pod on one card; a card's pods fit its VRAM
             for c in range(node.cards):
                 load = []
                 for shape, _var in shared:
                     v = model.new_int_var(0, shape.count, f"card[{shape.index},{i},{c}]")
                     y[shape.index, i, c] = v
-                    load.append(shape.vram_mib * v)
+                    load.append(vram_on(shape, node) * v)
                 model.add(sum(load) <= node.card_mib)
             for shape, var in shared:
                 model.add(sum(y[shape.index, i, c] for c in range(node.cards)) == var)
@@ -164,8 +164,10 @@ def solve_per_node(
         for (s, i), var in sorted(x.items()):
             n = solver.value(var)
             placed[s].extend([i] * n)
-            if shapes[s].vram_mib and n:
+            if n and vram_on(shapes[s], nodes[i]):
                 for c in range(nodes[i].cards):
                     cards_on = solver.value(y[s, i, c]) if (s, i, c) in y else 0
                     cards[s].extend([c] * cards_on)
+            else:
+                cards[s].extend([-1] * n)  # no card counted here: keeps cards beside placed
     return status, placed, cards, replace(report, variables=len(x) + len(used) + len(y))

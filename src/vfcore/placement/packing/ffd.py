@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.packing.shapes import NodeRoom, Shape, name_assignments, prepare
+from vfcore.placement.packing.shapes import NodeRoom, Shape, name_assignments, prepare, vram_on
 
 __all__ = ["ffd", "first_fit_decreasing"]
 
@@ -31,14 +31,13 @@ def ffd(
                     free[i].get(r, 0) >= u for r, u in shape.requests.items()
                 ):
                     card = -1
-                    if shape.vram_mib:
-                        card = next(
-                            (c for c, m in enumerate(card_free[i]) if m >= shape.vram_mib), -1
-                        )
+                    vram = vram_on(shape, nodes[i])
+                    if vram:
+                        card = next((c for c, m in enumerate(card_free[i]) if m >= vram), -1)
                         if card < 0:
                             cursor += 1
                             continue
-                        card_free[i][card] -= shape.vram_mib
+                        card_free[i][card] -= vram
                     for r, u in shape.requests.items():
                         free[i][r] = free[i].get(r, 0) - u
                     free_pods[i] -= 1

@@ -101,8 +101,10 @@ def solve_patterns(
     per-node model slow on tight instances. ``None`` when it does not apply
     (shared-mode VRAM, or too many patterns); the per-node model runs instead.
     """
-    if any(s.vram_mib for s in shapes):
-        return None
+    if any(s.vram_mib for s in shapes) or any(
+        s.declared_mib and n.time_sliced for s in shapes for n in nodes
+    ):
+        return None  # per-card VRAM is the per-node model's
     types = _node_types(shapes, nodes)
     if len(types) * 4 > len(nodes) + 3:
         return None  # few identical nodes: nothing to aggregate

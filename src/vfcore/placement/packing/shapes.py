@@ -10,7 +10,7 @@ from typing import Any
 
 from vfcore.cluster import NodeState
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.fit import free_units, static_reasons
+from vfcore.placement.fit import card_vram_mib, free_units, static_reasons
 from vfcore.quantity import PODS
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "node_rooms",
     "prepare",
     "shapes_of",
+    "vram_on",
 ]
 
 
@@ -32,6 +33,7 @@ class Shape:
     pods: list[PodRequest]
     vram_mib: int  # shared-mode VRAM per pod (0 if not shared)
     eligible: list[int] = field(default_factory=list)  # node indices
+    declared_mib: int = 0  # VRAM a whole-unit pod declares: counted on time-sliced cards
 
     @property
     def count(self) -> int:
@@ -62,6 +64,7 @@ class NodeRoom:
     free_pods: int
     cards: int
     card_mib: int
+    time_sliced: bool = False  # pods' declared VRAM shares each card (memory and count known)
 
 
 def shapes_of(pods: Sequence[PodRequest]) -> list[Shape]:
@@ -77,6 +80,7 @@ def shapes_of(pods: Sequence[PodRequest]) -> list[Shape]:
             requests=dict(g[0].requests),
             pods=g,
             vram_mib=(g[0].gpu_memory_mib or 0) if g[0].slice == "shared" else 0,
+            declared_mib=(g[0].gpu_memory_mib or 0) if g[0].slice == "whole" else 0,
         )
         for i, g in enumerate(ordered)
     ]
@@ -95,9 +99,26 @@ def node_rooms(nodes: Sequence[NodeState]) -> list[NodeRoom]:
                 free_pods=free_units(n, PODS),
                 cards=(gpu.count or 0) if gpu else 0,
                 card_mib=(gpu.memory_mib or 0) if gpu else 0,
+                time_sliced=bool(
+                    gpu and gpu.sharing == "time-slicing" and gpu.memory_mib and gpu.count
+                ),
             )
         )
     return out
+
+
+def vram_on(shape: Shape, node: NodeRoom) -> int:
+    """The VRAM (MiB) one pod of ``shape`` adds to a card of ``node`` (0: none counted).
+
+    The packing's fast form of :func:`vfcore.placement.fit.card_vram_mib`: a
+    shared slice everywhere, a whole-unit pod's declared VRAM on a time-sliced
+    node (where the pod is eligible, it takes a unit of the pool).
+    """
+    if shape.vram_mib:
+        return shape.vram_mib
+    if shape.declared_mib and node.time_sliced:
+        return card_vram_mib(shape.pods[0], node.state)
+    return 0
 
 
 def max_on_node(shape: Shape, node: NodeRoom) -> int:
@@ -105,8 +126,9 @@ def max_on_node(shape: Shape, node: NodeRoom) -> int:
     best = node.free_pods
     for resource, units in shape.requests.items():
         best = min(best, node.free.get(resource, 0) // units)
-    if shape.vram_mib:
-        best = min(best, node.cards * (node.card_mib // shape.vram_mib) if node.card_mib else 0)
+    vram = vram_on(shape, node)
+    if vram:
+        best = min(best, node.cards * (node.card_mib // vram) if node.card_mib else 0)
     return max(best, 0)
 
 

@@ -199,7 +199,7 @@ def _result(
             if k < len(pairs):
                 i, card = pairs[k]
                 assignments.append((pod.pod, nodes[i].state.name))
-                if shape.vram_mib and card >= 0:
+                if card >= 0:
                     card_of.append((pod.pod, card))
             else:
                 unplaced.append(pod.pod)

@@ -299,6 +299,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         for node, pods in sorted(by_node.items()):
             shown = [f"{p}@card{cards[p]}" if p in cards else p for p in pods]
             out.write(f"  {node}: {', '.join(shown)}\n")
+    _print_shared_pools(doc.get("shared_pools") or [], out)
     if doc["unplaced"]:
         out.write("\nunplaced\n")
         for item in doc["unplaced"][:TEXT_LIST_LIMIT]:
@@ -338,6 +339,27 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         if remedy:
             out.write(f"  remedy: {remedy.get('description', remedy)}\n")
             out.write(f"  with the remedy: {sched.get('verdict_with_remedy')}\n")
+
+
+def _print_shared_pools(pools: list[dict[str, Any]], out: TextIO) -> None:
+    """Time-sliced / MPS nodes: physical cards, units per card, and which pods share a card."""
+    if not pools:
+        return
+    out.write("\nshared GPU pools (a unit is a share of a card, not a card)\n")
+    for pool in pools:
+        memory = pool["memory_mib"]
+        per_card = "unknown memory" if memory is None else f"{memory / 1024:.2f} GiB per card"
+        cards = "?" if pool["cards"] is None else pool["cards"]
+        out.write(
+            f"  {pool['node']}: {cards} card(s) x {pool['units_per_card']} {pool['resource']} "
+            f"units ({pool['sharing']}), {per_card}\n"
+        )
+        assumed = "" if pool["mapping_certain"] else " (the solver's choice; the plugin picks)"
+        for group in pool["card_groups"]:
+            if len(group) > 1:
+                out.write(f"    share one card{assumed}: {', '.join(group)}\n")
+        if pool["pods"]:
+            out.write(f"    VRAM {pool['verdict']}: {pool['reason']}\n")
 
 
 # -- mix mode: MIG layouts and the mig-parted config (vfcore.mig) --------------

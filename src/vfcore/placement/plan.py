@@ -30,9 +30,14 @@ from vfcore.flow.validate import require_valid
 from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.fit import SHARED_POOL_RESOURCES, Unplaced
 from vfcore.placement.packing import PackingResult, SolverConfig, SolverReport, check_placement
-from vfcore.placement.planners import ModePlanner, name_list, placed_load, planner_for
+from vfcore.placement.planners import (
+    ModePlanner,
+    name_list,
+    placed_load,
+    planner_for,
+    readable_quantity,
+)
 from vfcore.placement.sharing import SharedPool, shared_pools
-from vfcore.quantity import format_human
 
 if TYPE_CHECKING:
     from vfcore.flow.authoring import Flow
@@ -556,7 +561,7 @@ def _smallest_fix(
 
 def _describe(node: NodeState) -> str:
     parts = [
-        f"{format_human(r, v)} {r}"
+        f"{readable_quantity(r, v)} {r}"
         for r, v in node.allocatable
         if r in ("cpu", "memory") or "/" in r
     ]

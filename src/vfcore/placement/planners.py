@@ -64,6 +64,7 @@ __all__ = [
     "name_list",
     "placed_load",
     "planner_for",
+    "readable_quantity",
 ]
 
 
@@ -349,6 +350,20 @@ def _explain_unplaced(
     return tuple(out)
 
 
+def readable_quantity(resource: str, units: int) -> str:
+    """A quantity for a message: exact where short (``1Ti``, ``96``), else in human units.
+
+    >>> readable_quantity("memory", 2**40), readable_quantity("memory", 16492126208)
+    ('1Ti', '15.4Gi')
+    >>> readable_quantity("cpu", 47900), readable_quantity("nvidia.com/gpu", 8)
+    ('47.9', '8')
+    """
+    exact = format_quantity(resource, units)
+    if exact.endswith(("Gi", "Ti")) or (exact.isdigit() and units < 10**6):
+        return exact
+    return format_human(resource, units)
+
+
 def _card_vram_reason(
     pod: PodRequest, node: NodeState, pods: Sequence[PodRequest], result: PackingResult
 ) -> tuple[FitReason, ...]:
@@ -391,7 +406,7 @@ def _unresolvable_fix(pod: PodRequest, cluster: ClusterSnapshot) -> str:
     hosts = [*cluster.nodes, *(u.bound for u in cluster.unreadable_nodes if u.bound is not None)]
     biggest = {r: max((n.allocatable_of(r) for n in hosts), default=0) for r, _ in pod.requests}
     short = [
-        f"{format_human(r, u)} {r} (the largest host has {format_human(r, biggest[r])})"
+        f"{readable_quantity(r, u)} {r} (the largest host has {readable_quantity(r, biggest[r])})"
         for r, u in pod.requests
         if u > biggest[r]
     ]

@@ -199,3 +199,71 @@ def test_unshared_nodes_take_whole_cards_without_a_vram_check() -> None:
     # exclusive mode on an unshared node is unchanged: a unit is a whole card
     result = plan(pods(1, 20), cluster("t4-cluster-wide-single"))
     assert result.verdict == "fits" and result.to_dict()["shared_pools"] == []
+
+
+# -- messages state the fact, with the numbers --------------------------------------
+
+
+def _gpu_node(name: str, **kwargs: Any):  # type: ignore[no-untyped-def]
+    from vfcore.cluster import GpuInfo, node
+
+    return node(
+        name,
+        labels=dict([GPU_PRESENT_LABEL]),
+        gpu=GpuInfo(memory_mib=15360, count=1),
+        **kwargs,
+    )
+
+
+def test_an_unresolvable_fix_names_sizes_in_human_units_never_raw_bytes() -> None:
+    t4 = _gpu_node("t4", allocatable={"cpu": 8000, "memory": 16492126208})
+    big = PodRequest("big/0", "big", 0, (("memory", 64 * 2**30),), (GPU_PRESENT_LABEL,))
+    [unplaced] = plan_pods([big], ClusterSnapshot.of([t4]), predict_scheduler=False).unplaced
+    assert unplaced.fix is not None
+    assert "needs 64Gi memory (the largest host has 15.4Gi)" in unplaced.fix
+    assert "16492126208" not in unplaced.fix
+
+
+def test_a_not_ready_node_is_the_reason_and_the_fix_for_what_it_keeps_out() -> None:
+    down = _gpu_node("gpu-1", allocatable={"cpu": 8000, GPU: 1}, ready=False)
+    pod = PodRequest("d/0", "d", 0, ((GPU, 1),), (GPU_PRESENT_LABEL,), (GPU_TOLERATION,))
+    [unplaced] = plan_pods([pod], ClusterSnapshot.of([down]), predict_scheduler=False).unplaced
+    assert unplaced.fix is not None
+    assert "are not Ready (gpu-1)" in unplaced.fix and "selector/tolerations" not in unplaced.fix
+
+
+@pytest.mark.parametrize(
+    ("count", "gib", "kind", "words"),
+    [
+        pytest.param(
+            1, 20, "unresolvable", "20.00 GiB asked, 15.00 GiB per card", id="over the card"
+        ),
+        pytest.param(
+            2,
+            10,
+            "unschedulable",
+            "10.00 GiB asked, at most 5.00 GiB of 15.00 GiB left",
+            id="over what is left",
+        ),
+    ],
+)
+def test_shared_mode_refusals_for_vram_say_what_was_asked_and_what_a_card_has(
+    count: int, gib: float, kind: str, words: str
+) -> None:
+    t4 = _gpu_node("t4", allocatable={"cpu": 8000, "memory": 2**34})
+    shared = [
+        PodRequest(
+            f"s/{i}",
+            "s",
+            i,
+            (("cpu", 1000),),
+            (GPU_PRESENT_LABEL,),
+            (GPU_TOLERATION,),
+            round(gib * 1024),
+            "shared",
+        )
+        for i in range(count)
+    ]
+    result = plan_pods(shared, ClusterSnapshot.of([t4]), gpu_mode="shared", predict_scheduler=False)
+    [unplaced] = result.unplaced
+    assert unplaced.kind == kind and words in unplaced.summary

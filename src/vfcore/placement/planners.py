@@ -384,10 +384,10 @@ def _card_vram_reason(
         if other is not None and 0 <= card < gpu.count and placed_on.get(name) == node.name:
             used[card] += card_vram_mib(other, node)
     left = gpu.memory_mib - min(used)
-    how = "time-slicing" if gpu.sharing == "time-slicing" else "VRAM"
+    how = " (time-slicing)" if gpu.sharing == "time-slicing" else ""
     return (
         Ineligible(
-            f"node(s) had too little VRAM left on any card ({how}): {gib(vram)} asked, "
+            f"node(s) had too little VRAM left on any card{how}: {gib(vram)} asked, "
             f"at most {gib(left)} of {gib(gpu.memory_mib)} left after the planned pods"
         ),
     )

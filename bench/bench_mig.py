@@ -204,6 +204,7 @@ def main() -> int:
             f"{mig.nodes_touched} (at least {fewest})"
         )
     print(f"cpu-bound median {statistics.median(cpu_times):.3f} s")
+    mixed_states(seeds[:2], 1, config)  # ~100 s a seed: two seeds, one run
     overall = statistics.median(medians)
     print(
         f"median pack_mix {overall:.3f} s (target <= 5 s): "
@@ -211,6 +212,82 @@ def main() -> int:
         f"cards above the proven bound: {max(gaps)} at most"
     )
     return 0
+
+
+def mixed_node(name: str, mig: int, layout: dict[str, int]) -> NodeState:
+    """An idle 8-card H100-80GB node with ``mig`` MIG cards of ``layout`` and 8 - mig whole."""
+    base = h100_node(name)
+    alloc = dict(base.allocatable)
+    alloc["nvidia.com/gpu"] = 8 - mig
+    union = {p: c * mig for p, c in layout.items()} if mig else {}
+    alloc.update({f"nvidia.com/mig-{p}": c for p, c in union.items()})
+    assert base.gpu is not None
+    return replace(
+        base,
+        allocatable=tuple(sorted(alloc.items())),
+        gpu=replace(base.gpu, mig_profiles=tuple(sorted(union.items()))),
+    )
+
+
+def mixed_states(seeds: list[int], runs: int, config: SolverConfig) -> None:
+    """Issue 16: nodes whose cards are in mixed states (card order unknown), against the same
+    pods on all-idle nodes in the same run; every plan's count checked by the apply model."""
+    import tracemalloc
+
+    from vfcore.placement.mig.apply import worst_over_orders
+    from vfcore.placement.mig.layouts import LAYOUTS
+
+    layouts = [dict(c) for c in LAYOUTS[FAMILY] if c and "+me" not in "".join(dict(c))]
+    print("mixed card states: 64 idle nodes, each 0-8 MIG cards of one layout + whole cards")
+    print(
+        f"{'seed':>4} {'mixed s':>8} {'idle s':>7} {'ratio':>6} {'MiB':>5} {'idle MiB':>8} "
+        f"{'cards':>6} {'bound':>6} {'unknown-order nodes touched':>28}"
+    )
+    ratios = []
+    for seed in seeds:
+        rnd = random.Random(seed)
+        pods, idle = instance(seed)
+        mixed = [mixed_node(n.name, rnd.randint(0, 8), rnd.choice(layouts)) for n in idle]
+        timings: dict[str, list[float]] = {"mixed": [], "idle": []}
+        peaks: dict[str, int] = {}
+        results = {}
+        for label, nodes in (("idle", idle), ("mixed", mixed)):
+            for _ in range(runs):
+                tracemalloc.start()
+                start = time.perf_counter()
+                results[label] = pack_mix(pods, nodes, config=config)
+                timings[label].append(time.perf_counter() - start)
+                peaks[label] = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+        result = results["mixed"]
+        assert result.packing.feasible is True, result.packing.report
+        by_name = {n.name: n for n in mixed}
+        unknown = 0
+        config_doc = result.mig.mig_parted_config()
+        for pn in result.mig.nodes:
+            if not pn.touched:
+                continue
+            assert config_doc is not None
+            entries = config_doc["mig-configs"][pn.config_name]
+            host = by_name[pn.node]
+            whole = host.allocatable_of("nvidia.com/gpu")
+            each = (
+                tuple(sorted((p, c // (8 - whole)) for p, c in host.gpu.mig_profiles))
+                if whole < 8
+                else None
+            )  # type: ignore[union-attr]
+            today = [each] * (8 - whole) + [None] * whole
+            worst = worst_over_orders(today, entries)
+            assert worst.same_outcome and worst.most_disrupted == pn.cards_reconfigured
+            unknown += pn.indices_assumed
+        t_mixed, t_idle = statistics.median(timings["mixed"]), statistics.median(timings["idle"])
+        ratios.append(t_mixed / t_idle)
+        print(
+            f"{seed:>4} {t_mixed:>8.3f} {t_idle:>7.3f} {t_mixed / t_idle:>6.1f} "
+            f"{peaks['mixed'] / 2**20:>5.0f} {peaks['idle'] / 2**20:>8.0f} "
+            f"{result.mig.cards_reconfigured:>6} {result.mig.cards_lower_bound!s:>6} {unknown:>28}"
+        )
+    print(f"mixed/idle time ratio: median {statistics.median(ratios):.1f}x")
 
 
 if __name__ == "__main__":

@@ -198,3 +198,11 @@ def test_no_config_when_the_flow_does_not_fit():
     assert result.mig.mig_parted_config() is None and result.mig.mig_parted_yaml() is None
     assert result.mig.config_withheld == "the flow does not fit"
     assert all(n["label"] is None for n in result.mig.to_dict()["nodes"])
+
+
+def test_a_96gb_h100_is_not_taken_for_the_94gb_part():
+    """H100-96GB cards have 3g.48gb, not the H100-94GB's 3g.47gb: not catalogued, so no MIG."""
+    from vfcore.placement.mig import mig_family
+
+    assert mig_family("NVIDIA-H100-96GB-HBM3") is None
+    assert mig_family("NVIDIA-H100-NVL").name == "H100-94GB"  # type: ignore[union-attr]

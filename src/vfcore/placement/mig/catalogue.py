@@ -232,7 +232,9 @@ def mig_family(product: str | None, memory_mib: int | None = None) -> MigFamily 
     if "H200" in words:
         return MIG_FAMILIES["H200-141GB"]
     if words & {"H100", "H800"}:
-        if "NVL" in words or "94GB" in words or "96GB" in words:
+        if "96GB" in words:
+            return None  # H100-96GB (GH200 480GB, H20): 3g.48gb etc., not catalogued
+        if "NVL" in words or "94GB" in words:
             return MIG_FAMILIES["H100-94GB"]
         if "80GB" in words:
             return MIG_FAMILIES["H100-80GB"]

@@ -1,8 +1,11 @@
-"""``vf scale FLOW --observations FILE``: replica decisions from observed backlogs.
+"""``vf scale FLOW --observations FILE | --broker URL --run ID``: replica decisions from backlogs.
 
-The command only reads files and prints; every number comes from
+The backlogs come from a file, or live from the run's NATS JetStream consumers
+(:func:`vfadapters.broker.monitor.observe`; ``--monitor`` reads the HTTP
+monitoring endpoint instead, as KEDA does). Every number comes from
 :func:`vfcore.scaling.decide_flow`. Exit codes: 0 when it answers (an
-``unknown`` decision is an answer), 2 for bad input.
+``unknown`` decision is an answer, and so is a broker that cannot be read: its
+parents are unknown), 2 for bad input.
 """
 
 from __future__ import annotations
@@ -35,9 +38,33 @@ def register(sub: Any) -> None:
     scale.add_argument("flow", metavar="FLOW", help="flow.py, flow.py:factory or spec.json")
     scale.add_argument(
         "--observations",
-        required=True,
+        default=None,
         metavar="FILE",
         help="JSON: {node: {current, parents: {parent: {pending, ack_pending} | {unknown}}}}",
+    )
+    scale.add_argument(
+        "--broker",
+        default=None,
+        metavar="URL",
+        help="read the backlogs live from this NATS JetStream server (nats://host:4222); "
+        "needs --run",
+    )
+    scale.add_argument(
+        "--run", default=None, metavar="ID", help="the run id whose consumers are read"
+    )
+    scale.add_argument(
+        "--monitor",
+        default=None,
+        metavar="HTTP_URL",
+        help="read the server's HTTP monitoring endpoint (/jsz) instead, as KEDA does "
+        "(http://host:8222); needs --run",
+    )
+    scale.add_argument(
+        "--timeout",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds to connect and for each read before a parent is unknown (2)",
     )
     scale.add_argument(
         "--cluster",
@@ -132,8 +159,16 @@ def _cmd_scale(args: argparse.Namespace) -> int:
             f"--target {args.target} must be >= 1 (messages one replica may have waiting)",
             "use the trigger's lagThreshold, e.g. --target 10",
         )
+    live = args.broker is not None or args.monitor is not None
+    _check_source(args, live)
     spec = load_spec(args.flow)
-    observations = observations_from_dict(_load_observations(args.observations))
+    observed: Any
+    if live:
+        observed = _observe_live(args, spec)
+        observations: Any = observed
+    else:
+        observations = observations_from_dict(_load_observations(args.observations))
+        observed = None
     cluster = None
     if args.cluster is not None:
         from vfadapters.clusterload import load_cluster
@@ -153,11 +188,60 @@ def _cmd_scale(args: argparse.Namespace) -> int:
         predict=args.predict_hpa,
     )
     doc = result.to_dict()
+    if observed is not None:
+        doc["observed"] = observed.to_dict()
+    else:
+        doc["observed"] = {"source": args.observations, "method": "file"}
     if args.json:
         emit_json(doc)
     else:
         _print_scale(doc, sys.stdout)
     return EXIT_OK
+
+
+def _check_source(args: argparse.Namespace, live: bool) -> None:
+    from vfcore import InvalidInputError
+
+    usage = (
+        "give --observations FILE, or --broker nats://host:4222 --run ID "
+        "(optionally --monitor http://host:8222)"
+    )
+    if live and args.observations is not None:
+        raise InvalidInputError(
+            "invalid-option",
+            "--observations reads the backlogs from a file and --broker/--monitor from a "
+            "server: give one source, not both",
+            usage,
+        )
+    if not live and args.observations is None:
+        raise InvalidInputError(
+            "invalid-option", "no backlogs to decide from: no --observations and no --broker", usage
+        )
+    if live and args.run is None:
+        raise InvalidInputError(
+            "invalid-option",
+            "--broker/--monitor need --run: the run id names the streams and consumers to read",
+            "add --run ID (the id `vf run --broker` or `vf worker --run` was given)",
+        )
+    if not live and args.run is not None:
+        raise InvalidInputError(
+            "invalid-option", "--run is read only with --broker or --monitor", usage
+        )
+
+
+def _observe_live(args: argparse.Namespace, spec: Any) -> Any:
+    from vfadapters.broker.monitor import check_broker_url, check_monitor_url, observe
+    from vfcore import require_valid
+    from vfcore.runtime import check_run_id
+
+    check_run_id(args.run)
+    if args.broker is not None:
+        check_broker_url(args.broker)
+    if args.monitor is not None:
+        check_monitor_url(args.monitor)
+    # the topology is built only for a valid flow (decide_flow validates again, cheaply)
+    require_valid(spec, gpu_mode=args.gpu_mode, gpu_resource_name=args.gpu_resource_name)
+    return observe(args.broker, spec, args.run, monitor_url=args.monitor, timeout_s=args.timeout)
 
 
 def _print_scale(doc: dict[str, Any], out: TextIO) -> None:
@@ -210,5 +294,39 @@ def _print_scale(doc: dict[str, Any], out: TextIO) -> None:
                 out.write(f"    {step}\n")
             for difference in (hpa.get("comparison") or {}).get("differences", []):
                 out.write(f"    differs: {difference}\n")
+    observed = doc.get("observed") or {}
+    if observed.get("method") in ("jetstream-api", "monitoring-http"):
+        _print_observed(observed, out)
     for note in doc["notes"]:
         out.write(f"\nnote: {note}\n")
+
+
+def _print_observed(observed: dict[str, Any], out: TextIO) -> None:
+    how = (
+        "JetStream API $JS.API.CONSUMER.INFO"
+        if observed["method"] == "jetstream-api"
+        else "HTTP monitoring /jsz, as KEDA reads it"
+    )
+    out.write(f"\nbacklogs read live from {observed['source']} ({how}), run {observed['run_id']}\n")
+    edges = observed["edges"]
+    if not edges:
+        out.write("  no processor reads a parent\n")
+        return
+    rows = [["PARENT", "NODE", "LAG", "PENDING", "ACK PENDING", "CONSUMERS", "READ"]]
+    for e in edges:
+        known = e["lag"] is not None
+        rows.append(
+            [
+                e["parent"],
+                e["node"],
+                str(e["lag"]) if known else "?",
+                str(e["pending"]) if known else "-",
+                str(e["ack_pending"]) if known else "-",
+                str(len(e["consumers"])),
+                "ok" if known else f"unknown: {e['unknown']}",
+            ]
+        )
+    table(rows, out)
+    for e in edges:
+        if e["lag"] is None:
+            out.write(f"  {e['parent']} → {e['node']}: {e['detail']}\n")

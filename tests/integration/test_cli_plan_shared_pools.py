@@ -76,6 +76,8 @@ def test_gpu_resource_name_plans_against_the_renamed_shared_resource(tmp_path: P
     cluster, flow = _setup(tmp_path, "t4-time-slicing-renamed", 2, 6)
     plain = one_json_document(run_vf("plan", flow, "--cluster", cluster, "--json"))
     assert plain["verdict"] == "does-not-fit"  # nvidia.com/gpu is not advertised there
+    [missing] = [p for p in plain["problems"] if p["code"] == "resource-not-advertised"]
+    assert "--gpu-resource-name nvidia.com/gpu.shared" in missing["hint"]
     renamed = run_vf(
         "plan", flow, "--cluster", cluster, "--json", "--gpu-resource-name", "nvidia.com/gpu.shared"
     )

@@ -484,6 +484,17 @@ def _problems(
                 if resource not in advertised:
                     missing[resource].append(pod.pod)
         for resource, names in sorted(missing.items()):
+            renamed = [
+                n.name for n in cluster.nodes if n.allocatable_of("nvidia.com/gpu.shared") > 0
+            ]
+            hint = (
+                f"{len(renamed)} node(s) advertise time-sliced GPUs renamed to "
+                f"nvidia.com/gpu.shared ({name_list(renamed)}): pass --gpu-resource-name "
+                "nvidia.com/gpu.shared to plan on them"
+                if resource == "nvidia.com/gpu" and renamed
+                else "install the device plugin that advertises it, or fix the resource name "
+                "(--gpu-resource-name)"
+            )
             out.append(
                 Problem(
                     "resource-not-advertised",
@@ -491,8 +502,7 @@ def _problems(
                     None,
                     f"no node advertises {resource}, which {len(names)} pod(s) request "
                     f"({', '.join(names[:4])}{'…' if len(names) > 4 else ''})",
-                    "install the device plugin that advertises it, or fix the resource name "
-                    "(--gpu-resource-name)",
+                    hint,
                 )
             )
         for pod in pods:

@@ -73,8 +73,16 @@ class NatsServer:
     HTTP monitoring endpoint (``/varz``, ``/jsz``).
     """
 
-    def __init__(self, binary: Path, store_dir: Path, *, start_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        store_dir: Path,
+        *,
+        start_timeout_s: float = 10.0,
+        max_payload: int | None = None,
+    ) -> None:
         self.binary = binary
+        self.max_payload = max_payload  # None: the server's default (1 MiB)
         self.store_dir = store_dir
         self.start_timeout_s = start_timeout_s
         self.port = free_port()
@@ -102,6 +110,7 @@ class NatsServer:
             str(self.monitor_port),
             "-sd",
             str(self.store_dir / "jetstream"),
+            *(["-c", str(self.store_dir / "nats.conf")] if self.max_payload else []),
         ]
 
     def _log(self) -> str:
@@ -112,6 +121,9 @@ class NatsServer:
 
     def start(self) -> NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        if self.max_payload:
+            # the only setting with no command-line flag; flags override the file
+            (self.store_dir / "nats.conf").write_text(f"max_payload: {int(self.max_payload)}\n")
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL

@@ -25,7 +25,14 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from vfadapters.cli import explain, plan, run_command, scale, worker_command
+from vfadapters.cli import (
+    dead_letters_command,
+    explain,
+    plan,
+    run_command,
+    scale,
+    worker_command,
+)
 from vfadapters.cli.output import (
     EXIT_INVALID,
     EXIT_OK,
@@ -36,7 +43,7 @@ from vfadapters.cli.output import (
 )
 
 #: The command modules, in the order ``vf --help`` lists them.
-COMMANDS = (explain, plan, scale, run_command, worker_command)
+COMMANDS = (explain, plan, scale, run_command, worker_command, dead_letters_command)
 
 
 class _Parser(argparse.ArgumentParser):

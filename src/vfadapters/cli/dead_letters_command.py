@@ -53,7 +53,8 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
     try:
         bridge.connect(args.broker, name=f"vf dead-letters {spec.name} {run_id}")
         letters = bridge.run(read_letters(bridge.nc, topo, limit=args.limit), timeout_s=120)
-        replayed, skipped = 0, []
+        replayed: int = 0
+        skipped: list[Any] = []
         if args.replay:
             replayed, skipped = bridge.run(
                 replay_letters(bridge.nc, spec, topo, letters), timeout_s=300

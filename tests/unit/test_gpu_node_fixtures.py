@@ -62,7 +62,8 @@ TABLE: list[tuple[str, int | None, int, str, int, str | None, dict[str, int], st
     ),
     ("t4-mps", 15360, 1, "mps", 4, None, {"nvidia.com/gpu": 4}, None),
     # a cluster-wide single strategy on a card that is not MIG-capable changes nothing
-    ("t4-cluster-wide-single", 15360, 1, "none", 1, "single", {"nvidia.com/gpu": 1}, None),
+    # and no MIG strategy is in effect on it (mig.capable=false)
+    ("t4-cluster-wide-single", 15360, 1, "none", 1, "none", {"nvidia.com/gpu": 1}, None),
     # bytes where GFD writes MiB: unknown, with a finding naming the label and value
     (
         "t4-memory-in-bytes",
@@ -169,3 +170,18 @@ def test_plausibility_bounds_of_gpu_memory(value: str, memory: int | None) -> No
 def test_the_renamed_time_sliced_resource_alone_means_time_slicing() -> None:
     info, problems = gpu_info({}, {"nvidia.com/gpu.shared": 8})
     assert info is not None and info.sharing == "time-slicing" and problems == []
+
+
+def test_a_t4_under_a_cluster_wide_single_strategy_takes_whole_card_pods_in_mix_mode() -> None:
+    from vfcore.cluster import GPU_PRESENT_LABEL
+    from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+    from vfcore.placement.plan import plan_pods
+
+    pod = PodRequest(
+        "det/0", "det", 0, (("nvidia.com/gpu", 1),), (GPU_PRESENT_LABEL,), (GPU_TOLERATION,)
+    )
+    result = plan_pods(
+        [pod], _snapshot("t4-cluster-wide-single"), gpu_mode="mix", predict_scheduler=False
+    )
+    assert result.verdict == "fits"
+    assert "mig-single-strategy" not in {p.id for p in result.problems}

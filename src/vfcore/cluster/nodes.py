@@ -115,7 +115,9 @@ class GpuInfo:
 
     ``memory_mib`` is per card (``nvidia.com/gpu.memory``, MiB). ``sharing`` is
     ``none``, ``time-slicing`` or ``mps`` with ``replicas`` units per card.
-    ``mig_strategy`` is ``none``, ``single`` or ``mixed``; ``mig_profiles``
+    ``mig_strategy`` is ``none``, ``single`` or ``mixed``: the strategy in
+    effect, so ``none`` on a card that is not MIG-capable (``mig.capable=false``)
+    whatever the operator's cluster-wide label says; ``mig_profiles``
     maps each mixed-strategy profile (``1g.10gb``) to the number of MIG devices
     of that profile (from ``nvidia.com/mig-<profile>.count``).
     A fact that no label gives is ``None``.

@@ -122,6 +122,10 @@ def gpu_info(
         problems.append(f"label nvidia.com/mig.capable = {short(capable_raw)} is not true/false")
 
     profiles = _mig_profiles(labels, allocatable, problems)
+    if mig_capable is False and mig_strategy in ("single", "mixed") and not profiles:
+        # The operator labels its cluster-wide strategy on every GPU node, a T4 too: on a
+        # card that cannot run MIG, no MIG strategy is in effect.
+        mig_strategy = "none"
     info = GpuInfo(
         product=product,
         memory_mib=memory,

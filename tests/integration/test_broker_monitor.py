@@ -234,6 +234,12 @@ def test_a_wrong_run_id_reads_nothing(nats_server: NatsServer) -> None:
     live = observe(nats_server.url, spec, "right1", timeout_s=5)  # the right id reads
     assert live.readings[("camera", "det")].value == 4
 
+    async def from_a_running_loop() -> LiveObservations:  # a notebook's situation
+        return observe(nats_server.url, spec, "right1", timeout_s=5)
+
+    live = asyncio.run(from_a_running_loop())
+    assert live.readings[("camera", "det")].value == 4
+
 
 def test_a_stopped_server_or_a_port_that_is_not_nats_is_unknown_everywhere(
     fresh_nats_server: NatsServer,

@@ -26,15 +26,16 @@ bounded) and returns the observations ``vf scale`` builds from a file.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from vfcore import InvalidInputError
 from vfcore.flow.spec import FlowSpec
@@ -79,6 +80,7 @@ _STREAM_NOT_FOUND: Final[int] = 10059
 _BROKER_SCHEMES: Final[frozenset[str]] = frozenset({"nats", "tls", "ws", "wss"})
 
 Method = Literal["jetstream-api", "monitoring-http"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,6 +535,16 @@ async def _read_over_connection(
             await asyncio.wait_for(nc.close(), timeout=timeout_s)
 
 
+def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``, from a helper thread if this thread runs a loop already."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vf-observe") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def observe(
     url: str | None,
     spec: FlowSpec,
@@ -552,8 +564,9 @@ def observe(
     ``invalid-monitor-url``. What cannot be read is :class:`Unobserved` with its
     reason, never 0; ``current`` is not known from the broker (None).
 
-    Synchronous: it runs its own event loop, so call it from a thread without a
-    running one; inside a loop, use :func:`read_lags` on your connection.
+    Synchronous: it runs its own event loop (in a helper thread when the calling
+    thread already runs one, e.g. a notebook); inside a loop, prefer
+    :func:`read_lags` on your connection.
     """
     _check_timeout(timeout_s)
     topology = broker_topology(spec, run_id, options)
@@ -572,7 +585,7 @@ def observe(
             )
         source = check_broker_url(url)
         method = "jetstream-api"
-        readings = asyncio.run(_read_over_connection(source, topology, timeout_s, processors))
+        readings = _run_sync(_read_over_connection(source, topology, timeout_s, processors))
     observations = {
         name: NodeObservation(
             None,

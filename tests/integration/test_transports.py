@@ -400,3 +400,53 @@ def test_broker_two_flows_and_two_runs_on_one_server_stay_apart(
         assert json.loads(stdout)["status"] == "completed"
         got = read_lines(out)
         assert sorted(i["x"] for i in got) == list(range(n))  # its own items, no others
+
+
+def test_broker_autoscale_reads_consumer_lag_grows_and_retires(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """--autoscale over the broker: the backlog is the consumer's pending + ack pending
+    (what KEDA reads); replicas start as ``vf worker`` processes and retire on SIGTERM
+    (finish the message in hand, hand back the rest); every item exactly once."""
+    out = tmp_path / "out.jsonl"
+    flow = write_flow(
+        tmp_path,
+        f"""
+        class Burst(ProducerNode):
+            # 1,500 items at once (6 s of work for one replica), 7 s of silence, 20 more
+            def open(self):
+                self.i = 0
+
+            def next(self):
+                if self.i == 1500:
+                    time.sleep(7.0)
+                if self.i >= 1520:
+                    raise StopIteration
+                self.i += 1
+                return self.i
+
+        src = Burst(name="src")
+        work = Tag("w", name="work", sleep=0.004)(src)     # 250 items/s per replica
+        flow = Flow([Record({str(out)!r}, name="sink")(work)], flow_type=BATCH)
+        """,
+    )
+    opts = RunOptions(
+        progress=False,
+        handle_signals=False,
+        autoscale=True,
+        max_replicas=3,
+        scale_interval_s=0.5,
+        scale_target=10,
+        log_sink=lambda *a: None,
+    )
+    summary = run_on_broker(
+        str(flow), opts, BrokerRunOptions(broker=nats_server.url, run_id=run_id())
+    )
+    assert summary.status == "completed", summary.error
+    items = read_lines(out)
+    assert sorted(i["x"] for i in items) == list(range(1, 1521))  # exactly once
+    events = [(e.node, e.replicas_from, e.replicas_to) for e in summary.scaling]
+    assert events and events[0][0] == "work" and events[0][2] > events[0][1], events  # grew
+    assert any(to < frm for _, frm, to in events), events  # then shrank
+    assert summary.nodes["work"].max_replicas >= 2
+    assert len({i["replica"] for i in items}) >= 2  # the new replicas took work

@@ -70,14 +70,16 @@ class EdgeCounters:
     def __init__(self, keep: int | None) -> None:
         self.h: dict[int, int] = {MW: 0, MC: 0, ME: 0, RD: 0, WAITS: 0}
         self.keep = keep or 0
-        self.waiting = 0  # num_pending of the consumer(s)
-        self.in_flight = 0  # num_ack_pending
+        self.waiting = 0  # num_pending of the consumer(s): NATS messages
+        self.in_flight = 0  # num_ack_pending: NATS messages
+        self.per_message = 1.0  # items per NATS message on this edge, as written so far
 
     def pending(self) -> int:
-        return self.waiting
+        """Items waiting: the consumers' pending messages × items per message."""
+        return math.ceil(self.waiting * self.per_message)
 
     def unsettled(self) -> int:
-        return self.waiting + self.in_flight
+        return math.ceil((self.waiting + self.in_flight) * self.per_message)
 
 
 class _Worker:
@@ -223,6 +225,7 @@ class BrokerRun:
             str(o.max_ack_pending),
             "--no-create",
             "--parent-death",
+            *(["--scalable"] if self.layout.node(rep.node).scalable else []),
         ]
 
     def start_replica(self, rep: Replica) -> None:
@@ -300,6 +303,7 @@ class BrokerRun:
         state = self.state
         ctl = state.ctl
         written: dict[tuple[str, str], int] = {}
+        records: dict[tuple[str, str], int] = {}
         waits: dict[tuple[str, str], int] = {}
         committed: dict[tuple[str, str], int] = {}
         redelivered: dict[tuple[str, str], int] = {}
@@ -312,6 +316,7 @@ class BrokerRun:
             rep = state.replicas[slot]
             for child, out in doc.get("out", {}).items():
                 written[(rep.node, child)] = written.get((rep.node, child), 0) + out["written"]
+                records[(rep.node, child)] = records.get((rep.node, child), 0) + out["records"]
                 waits[(rep.node, child)] = waits.get((rep.node, child), 0) + out["waits"]
                 duplicates += out.get("duplicates", 0)
             for parent, inp in doc.get("in", {}).items():
@@ -329,6 +334,8 @@ class BrokerRun:
             pending, acks = self.lags.get(key, (0, 0))
             counters.waiting = pending
             counters.in_flight = acks
+            if records.get(key):
+                counters.per_message = counters.h[MW] / records[key]
             if self.realtime:
                 # a REALTIME stream keeps the freshest few per subject: what was
                 # written and is neither delivered nor still waiting was dropped
@@ -362,6 +369,8 @@ class BrokerRun:
         doc = self.stats.get(rep.slot, {})
         if code == 0:
             rep.state = "aborted" if doc.get("state") == "aborted" else "done"
+            if w.signalled:  # retired by autoscaling
+                rep.state = "idle"
             return
         if (
             code < 0
@@ -417,7 +426,7 @@ class BrokerRun:
                         w.signalled = True
                         rep.proc.send_signal(signal.SIGTERM)
             if self.failed:
-                self.signal_all(signal.SIGTERM)
+                self.signal_all(signal.SIGINT)
                 self.wait_all(5.0)
                 return "failed"
             if self.stop_requested and not stopping_sent:
@@ -428,7 +437,7 @@ class BrokerRun:
                 self.bridge.run(self.kv.put(self.topo.control.stop_key, b"1"), timeout_s=10)
                 drain_deadline = now + opts.drain_timeout_s
             if self.stop_requested == "now" or now > drain_deadline:
-                self.signal_all(signal.SIGTERM)
+                self.signal_all(signal.SIGINT)
                 self.wait_all(5.0)
                 self.stop_info = {
                     "how": "aborted" if self.stop_requested == "now" else "drain-timeout"
@@ -536,7 +545,7 @@ class BrokerRun:
         finally:
             for signum, old in handlers.items():
                 signal.signal(signum, old)
-            self.signal_all(signal.SIGTERM)
+            self.signal_all(signal.SIGINT)
             with contextlib.suppress(Exception):
                 self.wait_all(5.0)
             if self.bridge.nc is not None and not self.bopts.keep_streams:

@@ -111,6 +111,7 @@ class WorkerOptions:
     create_topology: bool = True
     topology: TopologyOptions = field(default_factory=TopologyOptions)
     parent_death: bool = False  # exit with the process that started us (vf run --broker)
+    scalable: bool = False  # replicas may be added (autoscaling): fetch one message at a time
 
 
 class _NoBell:
@@ -162,7 +163,9 @@ class BrokerInput:
         self.next_end_check = 0.0
         self.committed = 0  # envelopes settled
         self.redelivered = 0
-        self.batch = 1 if worker.realtime else 4
+        # one at a time when replicas compete (or may be added): none hoards work
+        shared = consumer.owner is None and worker.cfg.spec.nb_tasks > 1
+        self.batch = 1 if worker.realtime or shared or worker.scalable else 4
 
     async def bind(self) -> None:
         js = self.worker.bridge.js
@@ -277,6 +280,7 @@ class BrokerOutlet:
         self.tag = f"{child_token}.p{index}"
         self.flushes = 0  # batches published since the current input began
         self.written = 0
+        self.records = 0  # NATS messages: lag counts these, not the items in them
         self.duplicates = 0
         self.waits = 0
 
@@ -305,9 +309,9 @@ class BrokerEdge:
         self.rings = [BrokerOutlet(s, token, i) for i, s in enumerate(route.subjects)]
         self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in self.rings]
         self.sizes = [0] * len(self.rings)
-        self.keep = limit
-        self.limit = limit
-        self.cost_field = cost  # a field that stays 0: no child cost over the broker
+        self.keep = limit  # the cap
+        self.limit = min(8, limit)  # until the child has reported what a message costs it
+        self.cost_field = cost  # the child's cost per message (stats_loop fills it in)
 
 
 class BrokerWorker(Worker):
@@ -340,6 +344,8 @@ class BrokerWorker(Worker):
         self.max_payload = DEFAULT_MAX_PAYLOAD
         self.stats_task: Any = None
         self.is_join = len(spec.node(cfg.node).parents) > 1
+        self.retired = False
+        self.scalable = opts.scalable
         self.is_producer = cfg.spec.kind == "producer"
 
     # -- the four transport hooks ----------------------------------------------------
@@ -347,7 +353,9 @@ class BrokerWorker(Worker):
     def attach_control(self) -> None:
         # the same fields as the shared control segment, in this process only;
         # slot 1 is never written: the edges' "child cost" stays unknown (0)
-        self.ctl = array("Q", [0] * (CTL.BASE + 2 * SLOT.FIELDS))
+        # after the slot: one field per output edge, the child's cost per message as
+        # its replicas report it (flush_edge sizes batches from it, as locally)
+        self.ctl = array("Q", [0] * (CTL.BASE + SLOT.FIELDS + 64))
         self.base = slot_base(0)
         self.ctl[self.base + SLOT.ACTIVE] = 1
 
@@ -383,14 +391,19 @@ class BrokerWorker(Worker):
         for inp in self.inputs:
             self.bridge.run(inp.bind(), timeout_s=10)
         self.parents = tuple(i.parent for i in self.inputs)
-        # REALTIME: one message per frame; a join: one per group (its id: the trace id)
-        limit = 1 if self.realtime or self.is_join else max(1, cfg.batch_max)
-        dummy = slot_base(1) + SLOT.COST_NS
+        # REALTIME: one message per frame; a join: one per group (its id: the trace id);
+        # otherwise batches of up to batch_max, sized to ~2 ms of the child's work
+        cap = 1 if self.realtime or self.is_join else max(1, cfg.batch_max)
+        routes = topo.outputs(cfg.node)[:64]
         self.edges = [
             BrokerEdge(
-                route, spec.node(route.child), topo.control.token_of(route.child), limit, dummy
+                route,
+                spec.node(route.child),
+                topo.control.token_of(route.child),
+                cap,
+                slot_base(1) + i,
             )
-            for route in topo.outputs(cfg.node)
+            for i, route in enumerate(routes)
         ]
         self.node_token = topo.control.token_of(cfg.node)
         self.stats_task = self.bridge.submit(self.stats_loop())
@@ -399,6 +412,8 @@ class BrokerWorker(Worker):
         self.wait_published()
         if self.realtime:
             self.bridge.run(self.bridge.nc.flush(timeout=10), timeout_s=15)
+        if self.retired:
+            return  # stopped by SIGTERM, not at the end of the stream: no "done"
         key = self.topo.control.done_key(self.cfg.node, self.cfg.replica)
         doc = {"replica": self.cfg.replica, "pid": os.getpid(), "time": time.time()}
         self.bridge.run(self.kv.put(key, json.dumps(doc).encode()), timeout_s=30)
@@ -452,6 +467,7 @@ class BrokerWorker(Worker):
             msg_id = f"{self.node_token}.{outlet.tag}.{self.id_base}.{outlet.flushes}"
         outlet.flushes += 1
         outlet.written += len(envs)
+        outlet.records += 1
         payload: Any = data
         if len(data) > self.max_payload - 4096:
             payload = self.store_large(msg_id or f"{outlet.tag}.{time.monotonic_ns()}", data)
@@ -593,6 +609,7 @@ class BrokerWorker(Worker):
             "out": {
                 e.child: {
                     "written": sum(o.written for o in e.rings),
+                    "records": sum(o.records for o in e.rings),
                     "duplicates": sum(o.duplicates for o in e.rings),
                     "waits": sum(o.waits for o in e.rings),
                 }
@@ -617,9 +634,14 @@ class BrokerWorker(Worker):
         from nats.js.errors import KeyNotFoundError
 
         stop = self.topo.control.stop_key
+        tick = 0
         while True:
             with contextlib.suppress(Exception):
                 await self.put_stats()
+            if tick % 2 == 0:
+                with contextlib.suppress(Exception):
+                    await self.read_child_costs()
+            tick += 1
             if not self.ctl[CTL.STOP_PRODUCERS]:
                 try:
                     entry = await self.kv.get(stop)
@@ -630,6 +652,21 @@ class BrokerWorker(Worker):
                 except Exception:
                     pass
             await asyncio.sleep(STATS_INTERVAL_S)
+
+    async def read_child_costs(self) -> None:
+        """Each child's cost per message (its replica 0's EWMA), for batch sizing."""
+        from nats.js.errors import KeyNotFoundError
+
+        for edge in self.edges:
+            if edge.keep <= 1:
+                continue
+            try:
+                entry = await self.kv.get(self.topo.control.stats_key(edge.child, 0))
+            except KeyNotFoundError:
+                continue
+            fields = json.loads(entry.value or b"{}").get("fields") or ()
+            if len(fields) > SLOT.COST_NS and fields[SLOT.COST_NS]:
+                self.ctl[edge.cost_field] = int(fields[SLOT.COST_NS])
 
     async def replicas_done(self, parent: str, replicas: int) -> bool:
         from nats.js.errors import KeyNotFoundError
@@ -649,9 +686,10 @@ class BrokerWorker(Worker):
         try:
             code = self.main()
         finally:
-            if self.state == "aborted":
-                for inp in getattr(self, "inputs", ()):
-                    inp.nak_all()
+            for inp in self.inputs:  # fetched, never claimed: back to the consumer now
+                inp.nak_all()
+            if self.retired and self.state == "done":
+                self.state = "retired"
             if getattr(self, "kv", None) is not None:
                 if self.stats_task is not None:
                     self.stats_task.cancel()
@@ -698,10 +736,19 @@ def worker_config(spec: FlowSpec, node: str, replica: int, opts: WorkerOptions) 
 
 def _on_signal(worker: BrokerWorker) -> Callable[[int, Any], None]:
     def handler(signum: int, frame: Any) -> None:
-        # a pod being deleted, or vf run stopping at once: stop where we are; what
-        # we hold unacknowledged is handed back (nak) and redelivered to a replica
-        worker.ctl[CTL.ABORT] = 1
-        worker.ctl[CTL.STOP_PRODUCERS] = 1
+        ctl = worker.ctl
+        if signum == signal.SIGTERM and not worker.is_join and not worker.retired:
+            # a pod scaled down or deleted, a replica autoscaling retires: finish the
+            # message in hand, hand back what was fetched, exit — without writing
+            # "done" (the node goes on elsewhere)
+            worker.retired = True
+            ctl[worker.base + SLOT.ACTIVE] = 0
+            ctl[CTL.STOP_PRODUCERS] = 1
+            return
+        # SIGINT, a second SIGTERM, or a join (it holds halves of open groups): stop
+        # where we are; everything unacknowledged goes back to the consumers
+        ctl[CTL.ABORT] = 1
+        ctl[CTL.STOP_PRODUCERS] = 1
 
     return handler
 

@@ -43,6 +43,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="do not create missing streams and consumers (someone else set the run up)",
     )
+    p.add_argument(
+        "--scalable",
+        action="store_true",
+        help="replicas of this node may be added while it runs (autoscaling): fetch one "
+        "message at a time so that new replicas find work",
+    )
     p.add_argument("--parent-death", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(handler=_cmd_worker)
 
@@ -155,6 +161,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         create_topology=not args.no_create,
         topology=topology_options(args),
         parent_death=args.parent_death,
+        scalable=args.scalable,
     )
     code = run_worker(spec, nodes[args.node], args.node, opts)
     return EXIT_OK if code == 0 else EXIT_RUNTIME

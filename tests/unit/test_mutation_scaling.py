@@ -1,0 +1,292 @@
+"""Cases that kill mutants of vfcore.scaling's decision code (issue 18, docs/testing.md).
+
+Each test names the law it pins: unknown propagation at flow level (a join whose
+parent is missing is unknown, never known), a non-default ``target`` reaching
+every decision, the rule's edges at exactly 1 and at ``max == min``, invalid
+capacities and counts refused, the ``fallback_for_unknown`` defaults, and
+``backed_up_parents`` empty whenever the join is not starved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vfcore import InvalidInputError, JoinPolicy
+from vfcore.scaling import (
+    Backlog,
+    CapacityCap,
+    Unobserved,
+    check_scaling_rule,
+    decide_flow,
+    decide_replicas,
+    fallback_for_unknown,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _realtime_flow() -> Any:
+    """examples/realtime_scaling.py: frames -> detector (GPU, 2 tasks), plates -> fuse (join)."""
+    from vfadapters.loading import load_flow
+
+    return load_flow(str(REPO / "examples" / "realtime_scaling.py")).spec()
+
+
+def _obs(**parents: int) -> dict[str, Any]:
+    return {"parents": {p: {"pending": n, "ack_pending": 0} for p, n in parents.items()}}
+
+
+# -- 1. unknown propagation at flow level ----------------------------------------------------------
+
+
+def test_a_join_with_a_parent_missing_from_the_observations_is_unknown_naming_it():
+    result = decide_flow(_realtime_flow(), {"fuse": _obs(plates=100)})
+    fuse = result.node("fuse").decision
+    assert (fuse.status, fuse.replicas, fuse.diagnosis) == ("unknown", None, "unknown")
+    assert fuse.unknown_parents == ("detector",)
+    assert fuse.floor == 10  # plates alone justify ceil(100 / 10), clamped to [2, 10]
+    assert [name for name, _ in fuse.observed] == ["detector", "plates"]
+    d = result.to_dict()["decisions"]["fuse"]
+    assert d["parents"]["detector"] == {"unknown": "required but not observed"}
+    assert d["message"].startswith("unknown: 1 of 2 parent(s) unobserved")
+
+
+def test_a_node_observed_with_no_parent_at_all_is_unknown_for_its_single_parent():
+    result = decide_flow(_realtime_flow(), {"detector": {"current": 3, "parents": {}}})
+    det = result.node("detector")
+    assert det.current == 3
+    assert (det.decision.status, det.decision.unknown_parents) == ("unknown", ("frames",))
+    assert det.decision.floor == 2  # min_replicas = nb_tasks
+    # nodes absent from the document are unknown too, their current count unknown
+    plates = result.node("plates")
+    assert (plates.current, plates.decision.unknown_parents) == (None, ("frames",))
+
+
+def test_a_fully_observed_join_is_known():
+    result = decide_flow(_realtime_flow(), {"fuse": _obs(plates=35, detector=12)})
+    fuse = result.node("fuse").decision
+    assert (fuse.status, fuse.replicas, fuse.diagnosis) == ("known", 4, "backlog")
+    assert fuse.unknown_parents == ()
+    assert fuse.backed_up_parents == ()
+    assert fuse.min_replicas == 2  # nb_tasks of the join
+
+
+def test_decide_flow_with_a_non_default_target_uses_it_in_every_decision():
+    doc = {
+        "detector": _obs(frames=12),
+        "plates": _obs(frames=12),
+        "fuse": _obs(detector=12, plates=12),
+    }
+    result = decide_flow(_realtime_flow(), doc, target=3)
+    assert result.target == 3
+    assert result.to_dict()["target"] == 3
+    got = {n.node: (n.decision.target, n.decision.replicas) for n in result.nodes}
+    assert got == {"detector": (3, 4), "plates": (3, 4), "fuse": (3, 4)}
+    default = decide_flow(_realtime_flow(), doc)
+    assert {n.node: n.decision.replicas for n in default.nodes} == {
+        "detector": 2,
+        "plates": 2,
+        "fuse": 2,
+    }
+
+
+def test_decide_flow_refuses_an_invalid_target():
+    with pytest.raises(InvalidInputError) as info:
+        decide_flow(_realtime_flow(), {}, target=0)
+    assert info.value.rule == "invalid-scaling-rule"
+    assert "target=0" in info.value.message
+
+
+def test_decide_flow_reports_a_starved_join_with_its_policy_and_without_a_prediction():
+    result = decide_flow(_realtime_flow(), {"fuse": _obs(detector=0, plates=240)})
+    fuse = result.node("fuse")
+    assert fuse.decision.diagnosis == "starved"
+    assert fuse.decision.starved_parents == ("detector",)
+    assert fuse.decision.backed_up_parents == ("plates",)
+    assert fuse.decision.join_policy is not None  # the flow type's default policy
+    assert "starved join" in fuse.decision.message
+
+
+# -- 3. the rule at exactly 1 and at max == min -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "lo", "hi"),
+    [(1, 1, 1), (1, 1, 5), (10, 3, 3), (7, 1, 1)],
+)
+def test_the_rule_accepts_its_edges(target: int, lo: int, hi: int):
+    check_scaling_rule(target, lo, hi)  # no error
+    for lag in (0, 1, target, target + 1, 50 * target):
+        d = decide_replicas({"a": Backlog(lag, 0)}, target=target, min_replicas=lo, max_replicas=hi)
+        assert lo <= d.replicas <= hi
+        if lo == hi:
+            assert d.replicas == lo
+
+
+def test_target_1_asks_one_replica_per_message():
+    d = decide_replicas({"a": Backlog(3, 4)}, target=1, min_replicas=1, max_replicas=10)
+    assert (d.replicas, d.floor, d.parents[0].wants) == (7, 7, 7)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        ((0, 1, 1), ["target=0 must be an int >= 1"]),
+        ((1, 0, 1), ["min_replicas=0 must be an int >= 1"]),
+        ((1, 1, 0), ["max_replicas=0 must be an int >= 1"]),
+        ((1, 4, 3), ["max_replicas=3 is below min_replicas=4", "raise max_replicas to at least 4"]),
+        ((True, 1, 1), ["target=True"]),
+        ((1, 1.0, 1), ["min_replicas=1.0"]),
+        ((1, 1, "2"), ["max_replicas='2'"]),
+        ((0, 0, 0), ["target=0", "min_replicas=0", "max_replicas=0"]),
+    ],
+)
+def test_the_rule_refuses_each_problem_with_its_numbers(
+    args: tuple[Any, ...], fragments: list[str]
+):
+    with pytest.raises(InvalidInputError) as info:
+        check_scaling_rule(*args)
+    assert info.value.rule == "invalid-scaling-rule"
+    for fragment in fragments:
+        assert fragment in info.value.message + " " + (info.value.hint or "")
+
+
+# -- 4. capacities, counts and the fallback -------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_an_invalid_capacity_is_refused(bad: object):
+    with pytest.raises(InvalidInputError) as info:
+        decide_replicas({"a": Backlog(50, 0)}, capacity=bad)  # type: ignore[arg-type]
+    assert info.value.rule == "invalid-capacity"
+    assert f"capacity={bad!r}" in info.value.message
+
+
+def test_a_capacity_of_zero_is_valid_and_caps_at_min():
+    d = decide_replicas({"a": Backlog(50, 0)}, target=10, min_replicas=2, capacity=0)
+    assert (d.replicas, d.floor, d.capacity, d.diagnosis) == (2, 5, 0, "capacity-capped")
+    assert d.is_capped
+    assert "capped at 2: only 0 replica(s)" in d.message
+    assert d.hint == "free GPU capacity or add a GPU node to place more replicas"
+
+
+def test_a_capacity_equal_to_the_decision_caps_nothing():
+    d = decide_replicas({"a": Backlog(50, 0)}, target=10, capacity=5)
+    assert (d.replicas, d.diagnosis, d.is_capped, d.hint) == (5, "backlog", False, None)
+    d = decide_replicas({"a": Backlog(50, 0)}, target=10, capacity=4)
+    assert (d.replicas, d.diagnosis, d.is_capped) == (4, "capacity-capped", True)
+
+
+def test_a_capacity_equal_to_min_caps_at_min():
+    d = decide_replicas({"a": Backlog(50, 0)}, target=10, min_replicas=3, capacity=3)
+    assert (d.replicas, d.diagnosis) == (3, "capacity-capped")
+
+
+def test_a_capacity_cap_result_gives_its_limit_and_detail():
+    cap = CapacityCap("a", 3, 3, 5, ((3, "fits"), (4, "does-not-fit")), "add a node", "0/4")
+    d = decide_replicas({"p": Backlog(50, 0)}, target=10, capacity=cap)
+    assert (d.replicas, d.capacity, d.capacity_detail) == (3, 3, cap)
+    assert d.hint == "add a node"
+    assert d.to_dict()["capacity_detail"]["limit"] == 3
+    free = CapacityCap("a", 5, None, 5, ((5, "fits"),))
+    d = decide_replicas({"p": Backlog(50, 0)}, target=10, capacity=free)
+    assert (d.replicas, d.capacity, d.diagnosis) == (5, None, "backlog")
+
+
+def test_an_unknown_decision_keeps_the_capacity_it_was_given():
+    d = decide_replicas({"p": Unobserved("timeout")}, capacity=2)
+    assert (d.status, d.capacity, d.replicas) == ("unknown", 2, None)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_next_replicas_refuses_an_invalid_current_count(bad: object):
+    d = decide_replicas({"a": Backlog(5, 0)})
+    with pytest.raises(InvalidInputError) as info:
+        d.next_replicas(bad)  # type: ignore[arg-type]
+    assert info.value.rule == "invalid-current-replicas"
+
+
+def test_next_replicas_accepts_zero_and_refuses_an_unknown_policy():
+    d = decide_replicas({"a": Backlog(60, 0), "b": Unobserved("x")})
+    assert (d.next_replicas(0), d.next_replicas(0, policy="up-only")) == (0, 6)
+    assert d.next_replicas(9, policy="up-only") == 9
+    with pytest.raises(InvalidInputError) as info:
+        d.next_replicas(2, policy="down")  # type: ignore[arg-type]
+    assert info.value.rule == "invalid-unknown-policy"
+    known = decide_replicas({"a": Backlog(60, 0)})
+    assert known.next_replicas(0) == known.next_replicas(20, policy="up-only") == 6
+
+
+def test_fallback_for_unknown_defaults():
+    fb = fallback_for_unknown()
+    assert (fb.failure_threshold, fb.replicas, fb.behavior) == (3, 1, "currentReplicas")
+    assert fb.to_dict() == {"failureThreshold": 3, "replicas": 1, "behavior": "currentReplicas"}
+    assert fallback_for_unknown(failure_threshold=5).failure_threshold == 5
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_fallback_for_unknown_refuses_a_min_below_one(bad: object):
+    with pytest.raises(InvalidInputError) as info:
+        fallback_for_unknown(min_replicas=bad)  # type: ignore[arg-type]
+    assert info.value.rule == "invalid-fallback"
+
+
+# -- 5. backed_up_parents and the diagnosis --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lags", "starved", "backed", "diagnosis"),
+    [
+        ({"a": 0, "b": 9}, (), (), "backlog"),  # b below one replica's worth: not starved
+        ({"a": 0, "b": 10}, ("a",), ("b",), "starved"),  # exactly a replica's worth
+        ({"a": 20, "b": 30}, (), (), "backlog"),  # nobody empty
+        ({"a": 0, "b": 0}, (), (), "idle"),
+        ({"a": 0}, (), (), "idle"),
+        ({"a": 50}, (), (), "backlog"),  # a single parent is never a starved join
+        ({"a": 0, "b": 10, "c": 5, "d": 0}, ("a", "d"), ("b",), "starved"),
+    ],
+)
+def test_backed_up_parents_are_named_only_when_the_join_is_starved(
+    lags: dict[str, int], starved: tuple[str, ...], backed: tuple[str, ...], diagnosis: str
+):
+    d = decide_replicas({p: Backlog(n, 0) for p, n in lags.items()}, target=10)
+    assert (d.starved_parents, d.backed_up_parents, d.diagnosis) == (starved, backed, diagnosis)
+    assert d.to_dict()["backed_up_parents"] == list(backed)
+    assert d.is_join == (len(lags) >= 2)
+
+
+def test_a_starved_join_with_an_unobserved_parent_is_unknown_but_keeps_the_names():
+    d = decide_replicas({"a": Backlog(0, 0), "b": Backlog(30, 0), "c": Unobserved("x")})
+    assert (d.status, d.diagnosis) == ("unknown", "unknown")
+    assert (d.starved_parents, d.backed_up_parents, d.unknown_parents) == (("a",), ("b",), ("c",))
+
+
+def test_starved_wins_over_capacity_capped():
+    d = decide_replicas({"a": Backlog(0, 0), "b": Backlog(80, 0)}, capacity=3)
+    assert (d.replicas, d.floor, d.diagnosis) == (3, 8, "starved")
+
+
+def test_a_starved_join_hint_depends_on_whether_the_policy_repairs_it():
+    obs = {"a": Backlog(0, 0), "b": Backlog(80, 0)}
+    waits = JoinPolicy(mode="trace", missing="wait")
+    drops = JoinPolicy(mode="trace", timeout_ms=1000, missing="drop")
+    plain = decide_replicas(obs).hint or ""
+    assert "more replicas cannot drain a starved join" in plain and "(now:" not in plain
+    hint = decide_replicas(obs, join_policy=waits).hint or ""
+    assert "more replicas cannot drain" in hint and "(now: " in hint
+    assert "already has a repairing policy" in (decide_replicas(obs, join_policy=drops).hint or "")
+    quorum = JoinPolicy(mode="time", tolerance_ms=40, timeout_ms=500, quorum=2)
+    assert "already has a repairing policy" in (decide_replicas(obs, join_policy=quorum).hint or "")
+    assert "a has nothing pending while b backs up" in decide_replicas(obs).message
+    two = decide_replicas({"a": Backlog(0, 0), "c": Backlog(0, 0), "b": Backlog(80, 0)})
+    assert "a, c have nothing pending while b backs up" in two.message
+    assert "find out why a, c produce nothing" in (two.hint or "")
+
+
+def test_no_parent_at_all_is_unknown_with_its_own_message():
+    d = decide_replicas({}, min_replicas=2)
+    assert (d.status, d.replicas, d.floor, d.unknown_parents) == ("unknown", None, 2, ())
+    assert d.message == "no parent was observed: the backlog is unknown"

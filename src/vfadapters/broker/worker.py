@@ -111,7 +111,9 @@ class WorkerOptions:
     create_topology: bool = True
     topology: TopologyOptions = field(default_factory=TopologyOptions)
     parent_death: bool = False  # exit with the process that started us (vf run --broker)
-    scalable: bool = False  # replicas may be added (autoscaling): fetch one message at a time
+    #: nodes whose replicas may be added while they run (autoscaling, KEDA): they
+    #: fetch one message at a time and get small batches, so new replicas find work
+    scalable: tuple[str, ...] = ()
 
 
 class _NoBell:
@@ -218,14 +220,39 @@ class BrokerInput:
         return memoryview(held.data)
 
     def settle(self, helds: list[_Held]) -> None:
+        """Acknowledge ``helds`` once every output published so far is stored.
+
+        The node goes on at once: the loop thread waits for those publish acks,
+        then acks the inputs (and frees their large payloads); ``held`` counts
+        them until then, so the end-of-stream check never ends early.
+        """
         worker = self.worker
-        worker.wait_published()
+        worker.raise_async_error()
+        published = list(worker.inflight)
+        worker.inflight.clear()
         msgs = [h.msg for h in helds]
-        worker.bridge.submit(_ack_all(msgs))
-        for h in helds:
-            self.committed += h.count
-            worker.forget_large(h.msg.data)
-        self.held -= len(helds)
+        refs = [h.msg.data for h in helds if worker.large is not None]
+        count = sum(h.count for h in helds)
+        worker.bridge.submit(self._settle(published, msgs, refs, count))
+
+    async def _settle(
+        self, published: list[Any], msgs: list[Any], refs: list[bytes], count: int
+    ) -> None:
+        worker = self.worker
+        try:
+            for fut in published:
+                await asyncio.wrap_future(fut)
+        except BaseException as exc:  # not stored: the inputs are not acked (redelivered)
+            worker.async_error = exc
+            self.held -= len(msgs)
+            return
+        await _ack_all(msgs)
+        self.committed += count
+        self.held -= len(msgs)
+        for ref in refs:
+            if worker.large.is_reference(ref):
+                with contextlib.suppress(Exception):
+                    await worker.large.delete(ref)
 
     def ended(self) -> bool:
         """Every replica of the parent is done and nothing is left for us to take."""
@@ -301,7 +328,9 @@ class BrokerEdge:
         "strategy",
     )
 
-    def __init__(self, route: EdgeRoute, child: NodeSpec, token: str, limit: int, cost: int):
+    def __init__(
+        self, route: EdgeRoute, child: NodeSpec, token: str, limit: int, cost: int, scalable: bool
+    ):
         self.child = route.child
         self.spec = child
         self.routing = route.routing
@@ -310,7 +339,10 @@ class BrokerEdge:
         self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in self.rings]
         self.sizes = [0] * len(self.rings)
         self.keep = limit  # the cap
-        self.limit = min(8, limit)  # until the child has reported what a message costs it
+        # a NATS message costs far more than a ring record: whole batches from the
+        # start, except toward replicas that share work (they must find some)
+        shared = (child.nb_tasks > 1 or scalable) and route.routing != "partitioned"
+        self.limit = min(8, limit) if shared else limit
         self.cost_field = cost  # the child's cost per message (stats_loop fills it in)
 
 
@@ -343,9 +375,10 @@ class BrokerWorker(Worker):
         self.large: Any = None
         self.max_payload = DEFAULT_MAX_PAYLOAD
         self.stats_task: Any = None
+        self.async_error: BaseException | None = None
         self.is_join = len(spec.node(cfg.node).parents) > 1
         self.retired = False
-        self.scalable = opts.scalable
+        self.scalable = cfg.node in opts.scalable
         self.is_producer = cfg.spec.kind == "producer"
 
     # -- the four transport hooks ----------------------------------------------------
@@ -402,6 +435,7 @@ class BrokerWorker(Worker):
                 topo.control.token_of(route.child),
                 cap,
                 slot_base(1) + i,
+                route.child in opts.scalable,
             )
             for i, route in enumerate(routes)
         ]
@@ -410,6 +444,7 @@ class BrokerWorker(Worker):
 
     def finished(self) -> None:
         self.wait_published()
+        self.wait_settled()
         if self.realtime:
             self.bridge.run(self.bridge.nc.flush(timeout=10), timeout_s=15)
         if self.retired:
@@ -512,6 +547,21 @@ class BrokerWorker(Worker):
         inflight = self.inflight
         while inflight:
             inflight.popleft().result()
+        self.raise_async_error()
+
+    def raise_async_error(self) -> None:
+        error = self.async_error
+        if error is not None:
+            self.async_error = None
+            raise error
+
+    def wait_settled(self) -> None:
+        """Until every input taken has been acknowledged (or its outputs failed)."""
+        deadline = time.monotonic() + 60
+        while any(i.held for i in self.inputs) and time.monotonic() < deadline:
+            self.raise_async_error()
+            time.sleep(0.001)
+        self.raise_async_error()
 
     def note_broker_error(self, exc: BaseException) -> None:
         self.broker_errors += 1
@@ -536,10 +586,6 @@ class BrokerWorker(Worker):
         if not self.large.is_reference(data):
             return data
         return self.bridge.run(self.large.get(data), timeout_s=120)
-
-    def forget_large(self, data: bytes) -> None:
-        if self.large is not None and self.large.is_reference(data):
-            self.bridge.submit(self.large.delete(data))
 
     # -- dead letters ---------------------------------------------------------------------
 

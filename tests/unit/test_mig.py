@@ -92,13 +92,17 @@ def test_every_profile_has_the_reference_geometry_and_usable_memory(family):
             profile.starts,
         ) == GEOMETRY[kind], profile
         assert profile.usable_mib == round(gib * 1024)
-        assert profile.resource == f"nvidia.com/mig-{profile.name}"
+        # the device plugin advertises ``1g.10gb+me`` as ``nvidia.com/mig-1g.10gb.me``
+        assert profile.resource == f"nvidia.com/mig-{profile.name.replace('+', '.')}"
         assert profile.media_extensions is kind.endswith("+me")
+        assert profile.plain is not kind.endswith("+me")
 
 
-def test_only_the_h200_start_slots_are_marked_inferred():
-    assert {f.name for f in MIG_FAMILIES.values() if f.starts_inferred} == {"H200-141GB"}
-    assert "lgipp" in MIG_FAMILIES["H200-141GB"].sources
+def test_start_slots_without_an_lgipp_capture_are_marked_inferred():
+    inferred = {f.name for f in MIG_FAMILIES.values() if f.starts_inferred}
+    assert inferred == {"H200-141GB", "H100-96GB", "B200-180GB", "A30-24GB", "RTX-PRO-6000-96GB"}
+    for name in inferred:
+        assert "INFERRED" in MIG_FAMILIES[name].sources, name
 
 
 @pytest.mark.parametrize(
@@ -122,7 +126,22 @@ def test_only_the_h200_start_slots_are_marked_inferred():
         ("NVIDIA-H100-80GB-HBM3-SHARED", None, "H100-80GB"),  # time-slicing suffix
         ("Tesla-T4", 15360, None),
         ("NVIDIA-L40S", 46068, None),
-        ("NVIDIA-GH200-480GB", None, None),
+        ("NVIDIA-GH200-480GB", None, "H100-96GB"),
+        ("NVIDIA-GH200-144G-HBM3e", None, None),
+        ("NVIDIA-GH200", 146_000, None),
+        ("NVIDIA-H20", None, "H100-96GB"),
+        ("NVIDIA-H100-96GB-HBM3", None, "H100-96GB"),
+        ("NVIDIA-H100", 97_871, "H100-96GB"),
+        ("NVIDIA-B200", 183_359, "B200-180GB"),
+        ("NVIDIA-B200-MIG-1g.23gb", None, "B200-180GB"),
+        ("NVIDIA-GB200", None, None),
+        ("NVIDIA-B300-SXM6-AC", None, None),
+        ("NVIDIA-GB300", None, None),
+        ("NVIDIA-A30", 24_576, "A30-24GB"),
+        ("NVIDIA-A30-MIG-1g.6gb", None, "A30-24GB"),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", None, "RTX-PRO-6000-96GB"),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", None, "RTX-PRO-6000-96GB"),
+        ("NVIDIA-RTX-6000-Ada-Generation", None, None),
         ("", None, None),
         (None, None, None),
     ],
@@ -134,7 +153,7 @@ def test_the_gfd_product_label_names_the_family(product, memory, family):
 
 def test_an_unknown_family_name_is_refused_with_a_hint():
     with pytest.raises(InvalidInputError) as err:
-        fit_layout("B200", ["1g.23gb"])
+        fit_layout("GB200", ["1g.23gb"])
     assert err.value.rule == "unknown-mig-family"
 
 

@@ -201,8 +201,10 @@ def test_no_config_when_the_flow_does_not_fit():
 
 
 def test_a_96gb_h100_is_not_taken_for_the_94gb_part():
-    """H100-96GB cards have 3g.48gb, not the H100-94GB's 3g.47gb: not catalogued, so no MIG."""
+    """H100-96GB cards have 3g.48gb, not the H100-94GB's 3g.47gb: a family of their own."""
     from vfcore.placement.mig import mig_family
 
-    assert mig_family("NVIDIA-H100-96GB-HBM3") is None
+    found = mig_family("NVIDIA-H100-96GB-HBM3")
+    assert found is not None and found.name == "H100-96GB" and "3g.48gb" in found.names
+    assert "3g.47gb" not in found.names
     assert mig_family("NVIDIA-H100-NVL").name == "H100-94GB"  # type: ignore[union-attr]

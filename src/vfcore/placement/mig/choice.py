@@ -61,14 +61,14 @@ class ProfileChoice:
 
 
 def choice_for_mib(family: MigFamily, demand_mib: int) -> ProfileChoice:
-    plain = [p for p in family.profiles if not p.media_extensions]
+    plain = [p for p in family.profiles if p.plain]
     ranked = sorted(plain, key=lambda p: (p.usable_mib, p.memory_slices, p.compute_slices, p.name))
     chosen = next((p for p in ranked if p.usable_mib >= demand_mib), None)
     return ProfileChoice(family.name, demand_mib, chosen, ranked[-1])
 
 
 def choose_profile(family: MigFamily | str, gpu_memory_gib: float) -> ProfileChoice:
-    """The smallest profile whose *usable* memory covers ``gpu_memory_gib`` (``+me`` excluded).
+    """The smallest profile whose *usable* memory covers ``gpu_memory_gib`` (variants excluded).
 
     "Smallest" orders by usable memory, then memory slices, then compute slices:
     of ``1g.20gb`` and ``2g.20gb`` (same memory) the 1-compute-slice one wins.

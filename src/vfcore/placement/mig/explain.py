@@ -164,22 +164,32 @@ def plan_issues(
     model: MixContext, plan: MigPlan, profile_of: Mapping[str, str]
 ) -> tuple[Problem, ...]:
     out: list[Problem] = []
-    h200 = [
-        n.node
+    inferred = [
+        n
         for n in plan.nodes
         if n.touched and n.family is not None and MIG_FAMILIES[n.family].starts_inferred
     ]
-    if h200:
+    if inferred:
+        names = [n.node for n in inferred]
+        families = ", ".join(sorted({str(n.family) for n in inferred}))
+        usable = sorted(
+            {
+                str(n.family)
+                for n in inferred
+                if all(p.usable_inferred for p in MIG_FAMILIES[str(n.family)].profiles)
+            }
+        )
+        also = f", and {', '.join(usable)} usable memory from the profile names" if usable else ""
         out.append(
             Problem(
                 "mig-starts-inferred",
                 "warning",
                 None,
-                f"the plan re-partitions cards of {len(h200)} H200 node(s) ({', '.join(h200[:4])}"
-                f"{'…' if len(h200) > 4 else ''}); H200 start slots are inferred from the GH100 "
-                "layout, not read from an H200",
-                "run `nvidia-smi mig -lgipp` on one of them and compare with docs/mig.md "
-                "before applying the mig-parted config",
+                f"the plan re-partitions cards of {len(names)} {families} node(s) "
+                f"({', '.join(names[:4])}{'…' if len(names) > 4 else ''}); their start slots are "
+                f"inferred (no `nvidia-smi mig -lgipp` capture){also}",
+                "run `nvidia-smi mig -lgipp` and `-lgip` on one of them and compare with "
+                "docs/mig.md before applying the mig-parted config",
             )
         )
     assumed = [n.node for n in plan.nodes if n.indices_assumed]

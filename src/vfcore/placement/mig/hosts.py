@@ -137,7 +137,9 @@ def _facts(node: NodeState) -> _Facts:
         for r, u in node.allocatable
         if u > 0 and r.startswith(MIG_RESOURCE_PREFIX)
     }
-    strangers = sorted((set(dict(gpu.mig_profiles)) | advertised) - set(family.names))
+    strangers = sorted(
+        n for n in set(dict(gpu.mig_profiles)) | advertised if family.profile(n) is None
+    )
     if strangers:
         why = f"node(s) advertised MIG profiles {', '.join(strangers)} that {family.name} lacks"
         return _Facts(family, False, why, True, None)
@@ -189,13 +191,16 @@ def analyse_host(index: int, node: NodeState, busy: BusyNodes = "keep") -> Host:
         free={r: free_units(node, r) for r, _ in node.allocatable},
         free_pods=free_units(node, PODS),
     )
-    if facts.hosts_mig and gpu is not None:
+    if facts.hosts_mig and gpu is not None and facts.family is not None:
+        # the device plugin spells ``1g.10gb+me`` as ``mig-1g.10gb.me``: catalogue names inside
+        fam = facts.family
         advertised = {
-            r[len(MIG_RESOURCE_PREFIX) :]: u
+            fam.canonical(r[len(MIG_RESOURCE_PREFIX) :]): u
             for r, u in node.allocatable
             if r.startswith(MIG_RESOURCE_PREFIX) and u > 0
         }
-        _attribute_cards(host, node, dict(gpu.mig_profiles), advertised, busy)
+        labelled = {fam.canonical(n): c for n, c in gpu.mig_profiles}
+        _attribute_cards(host, node, labelled, advertised, busy)
     return host
 
 
@@ -246,7 +251,7 @@ def _attribute_cards(
     union = counts_of(labelled)
     table = LAYOUTS[host.family.name]
     if mig_cards and any(r.startswith(MIG_RESOURCE_PREFIX) for r in bound):
-        host.pool = {p: max(host.free.get(MIG_RESOURCE_PREFIX + p, 0), 0) for p, _ in union}
+        host.pool = {p: max(host.free.get(_resource(host.family, p), 0), 0) for p, _ in union}
     elif mig_cards:
         each = tuple((p, c // mig_cards) for p, c in union)
         if all(c % mig_cards == 0 for _, c in union) and each in table:
@@ -297,9 +302,14 @@ def pod_groups(pods: Sequence[PodRequest]) -> list[PodGroup]:
     ]
 
 
+def _resource(family: MigFamily, profile: str) -> str:
+    p = family.profile(profile)
+    return MIG_RESOURCE_PREFIX + profile if p is None else p.resource
+
+
 def covers(family: MigFamily, profile: str, demand_mib: int) -> bool:
     p = family.profile(profile)
-    return p is not None and not p.media_extensions and p.usable_mib >= demand_mib
+    return p is not None and p.plain and p.usable_mib >= demand_mib
 
 
 def could_host(pod: PodRequest, node: NodeState) -> bool:

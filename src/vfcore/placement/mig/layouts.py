@@ -63,6 +63,24 @@ def counts_of(profiles: Iterable[str] | Mapping[str, int]) -> Counts:
     return tuple(sorted((k, v) for k, v in tally.items() if v))
 
 
+_ENGINES = ("NVDEC", "NVENC", "JPEG", "OFA")
+
+
+def _media_over(family: MigFamily, tally: Mapping[str, int]) -> str | None:
+    """Which media engine the instances over-use on a family that counts them (None: none)."""
+    if family.media is None:
+        return None
+    for k, total in enumerate(family.media):
+        used = 0
+        for name, n in tally.items():
+            p = family.profile(name)
+            if p is not None and p.media is not None:
+                used += p.media[k] * n
+        if used > total:
+            return f"needs {used} {_ENGINES[k]}; a card has {total}"
+    return None
+
+
 def _enumerate_layouts(family: MigFamily) -> dict[Counts, tuple[Placement, ...]]:
     """Every feasible multiset of profiles on one card, with one placement each.
 
@@ -83,6 +101,11 @@ def _enumerate_layouts(family: MigFamily) -> dict[Counts, tuple[Placement, ...]]
         for j in range(first, len(profiles)):
             p = profiles[j]
             if counts[j] >= p.max_count or compute + p.compute_slices > family.compute_slices:
+                continue
+            counts[j] += 1
+            over = _media_over(family, {profiles[i].name: c for i, c in enumerate(counts) if c})
+            counts[j] -= 1
+            if over is not None:
                 continue
             for start in p.starts:
                 if j == first and counts[j] and start <= last_start:
@@ -217,6 +240,9 @@ def _infeasibility(family: MigFamily, counts: Counts) -> str | None:
         return f"needs {compute} compute slices; a card has {family.compute_slices}"
     if memory > family.memory_slices:
         return f"needs {memory} memory slices; a card has {family.memory_slices}"
+    over = _media_over(family, dict(counts))
+    if over is not None:
+        return over
     if counts not in LAYOUTS[family.name]:
         return (
             f"no arrangement of start slots fits ({memory}/{family.memory_slices} memory and "
@@ -278,6 +304,9 @@ def check_layout(family: MigFamily | str, placements: Iterable[Placement]) -> tu
             problems.append(f"{n} × {name} exceeds its maximum of {limit} per card")
     if compute > fam.compute_slices:
         problems.append(f"{compute} compute slices used; a card has {fam.compute_slices}")
+    over = _media_over(fam, tally)
+    if over is not None:
+        problems.append(over)
     return tuple(problems)
 
 

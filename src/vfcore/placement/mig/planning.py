@@ -559,8 +559,9 @@ def _mig_plan(
     notes = []
     if any(hosts[h].family is not None and hosts[h].family.starts_inferred for h in touched):  # type: ignore[union-attr]
         notes.append(
-            "H200 start slots are inferred from the GH100 layout: confirm them with "
-            "`nvidia-smi mig -lgipp` on the node before applying"
+            "start slots of a family without an -lgipp capture (H200, H100-96GB, B200, A30, "
+            "RTX PRO 6000) are inferred: confirm them with `nvidia-smi mig -lgipp` on the node "
+            "before applying"
         )
     if any(n.indices_assumed for n in nodes):
         notes.append(

@@ -16,7 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vfcore import InvalidInputError
-from vfcore.quantity import MAX_UNITS, canonical_units, format_quantity, parse_quantity
+from vfcore.quantity import (
+    MAX_UNITS,
+    canonical_units,
+    format_human,
+    format_quantity,
+    parse_quantity,
+)
 
 # -- format_quantity -------------------------------------------------------------------------------
 
@@ -201,3 +207,21 @@ def test_canonical_units_names_the_resource_or_the_given_what():
     with pytest.raises(InvalidInputError) as info:
         canonical_units("memory", "3Pi", what="det.memory")
     assert info.value.message.startswith("det.memory '3Pi' is about")
+
+
+@pytest.mark.parametrize(
+    ("resource", "units", "text"),
+    [
+        ("cpu", -2500, "-2.5"),
+        ("cpu", -250, "-0.25"),
+        ("cpu", -3000, "-3"),
+        ("cpu", 1010, "1.01"),
+        ("memory", -(2**30), "-1.0Gi"),
+        ("memory", -1, "-<0.1Gi"),
+        ("pods", -3, "-3"),
+    ],
+)
+def test_format_human_keeps_the_sign_of_an_overcommitted_value(
+    resource: str, units: int, text: str
+):
+    assert format_human(resource, units) == text

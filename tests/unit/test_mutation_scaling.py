@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vfcore import InvalidInputError, JoinPolicy
+from vfcore import AutoscalingOptions, FlowSpec, InvalidFlowError, InvalidInputError, JoinPolicy
 from vfcore.scaling import (
     Backlog,
     CapacityCap,
@@ -23,6 +23,7 @@ from vfcore.scaling import (
     decide_flow,
     decide_replicas,
     fallback_for_unknown,
+    observations_from_dict,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -290,3 +291,117 @@ def test_no_parent_at_all_is_unknown_with_its_own_message():
     d = decide_replicas({}, min_replicas=2)
     assert (d.status, d.replicas, d.floor, d.unknown_parents) == ("unknown", None, 2, ())
     assert d.message == "no parent was observed: the backlog is unknown"
+
+
+# -- decide_flow: its options and its document ------------------------------------------------------
+
+
+def _one_gpu_flow() -> Any:
+    return FlowSpec.from_dict(
+        {
+            "name": "one-gpu",
+            "flow_type": "realtime",
+            "nodes": [
+                {"name": "src", "kind": "producer"},
+                {
+                    "name": "det",
+                    "kind": "processor",
+                    "parents": ["src"],
+                    "device_type": "gpu",
+                    "gpu_count": 1,
+                },
+                {"name": "sink", "kind": "consumer", "parents": ["det"]},
+            ],
+        }
+    )
+
+
+def test_decide_flow_validates_the_flow_in_the_gpu_mode_and_resource_it_is_given():
+    decide_flow(_one_gpu_flow(), {}, gpu_mode="shared")  # undeclared VRAM: a warning only
+    with pytest.raises(InvalidInputError) as mode:
+        decide_flow(_one_gpu_flow(), {}, gpu_mode="whole")
+    assert mode.value.rule == "invalid-gpu-mode"
+    with pytest.raises(InvalidFlowError) as mig:
+        decide_flow(_realtime_flow(), {}, gpu_resource_name="nvidia.com/mig-1g.10gb")
+    assert "mig-cannot-span" in str(mig.value)
+
+
+def test_decide_flow_accepts_parsed_observations_as_well_as_the_document():
+    doc = {"detector": {"current": 3, **_obs(frames=44)}, "fuse": _obs(detector=0, plates=30)}
+    raw = decide_flow(_realtime_flow(), doc)
+    parsed = decide_flow(_realtime_flow(), observations_from_dict(doc))
+    assert raw == parsed
+    assert parsed.node("detector").decision.replicas == 5
+    assert parsed.node("detector").current == 3
+
+
+def test_decide_flow_with_max_replicas_1_keeps_each_nodes_nb_tasks_as_its_range():
+    result = decide_flow(
+        _realtime_flow(),
+        {"plates": _obs(frames=500), "detector": _obs(frames=500)},
+        options=AutoscalingOptions(enabled=True, max_replicas=1),
+    )
+    assert (result.node("plates").decision.replicas, result.node("plates").eligible) == (1, True)
+    det = result.node("detector").decision
+    assert (det.min_replicas, det.max_replicas, det.replicas) == (2, 2, 2)
+
+
+def test_decide_flow_default_options_enable_autoscaling_and_predict_nothing():
+    result = decide_flow(_realtime_flow(), {"plates": _obs(frames=30)})
+    plates = result.node("plates")
+    assert (plates.eligible, plates.reasons) == (True, ())
+    assert all(n.prediction is None and n.scaler is None for n in result.nodes)
+    assert "hpa" not in plates.to_dict()
+    assert not any(note.startswith("hpa:") for note in result.notes)
+
+
+def test_the_flow_scaling_document_has_every_key():
+    doc = {"plates": {"current": 2, **_obs(frames=30)}, "fuse": _obs(detector=0, plates=240)}
+    result = decide_flow(_realtime_flow(), doc, predict=True)
+    out = result.to_dict()
+    assert set(out) == {"flow", "target", "decisions", "notes"}
+    assert out["flow"] == {"name": "realtime-scaling", "flow_type": "realtime"}
+    assert out["notes"] == list(result.notes)
+    assert any(note.startswith("hpa: the next evaluation") for note in out["notes"])
+    plates = out["decisions"]["plates"]
+    assert (plates["eligible"], plates["reasons"], plates["reason_codes"], plates["current"]) == (
+        True,
+        [],
+        [],
+        2,
+    )
+    hpa = plates["hpa"]
+    node = result.node("plates")
+    assert node.scaler is not None and node.comparison is not None
+    assert hpa["scaler"] == node.scaler.to_dict()
+    assert hpa["comparison"] == node.comparison.to_dict()
+    assert hpa["replicas"] == 3
+    fuse = out["decisions"]["fuse"]
+    assert fuse["eligible"] is False
+    assert fuse["reason_codes"] == [r.code for r in result.node("fuse").reasons]
+    assert fuse["reason_codes"]
+    assert "hpa" not in fuse  # not autoscaled: nothing to predict
+    assert out["decisions"]["detector"]["current"] is None
+
+
+def test_flow_scaling_node_names_a_missing_node():
+    result = decide_flow(_realtime_flow(), {})
+    with pytest.raises(KeyError, match="nope"):
+        result.node("nope")
+
+
+def test_decide_flow_names_the_strangers_and_the_nodes_it_has():
+    with pytest.raises(InvalidInputError) as info:
+        decide_flow(_realtime_flow(), {"zz": {"parents": {}}, "aa": {"parents": {}}})
+    assert info.value.message == (
+        "the observations name ['aa', 'zz'], which the flow does not have "
+        "(nodes: ['detector', 'frames', 'fuse', 'plates', 'sink'])"
+    )
+    assert info.value.hint == "name nodes as the flow declares them"
+
+
+def test_a_join_policy_without_a_timeout_does_not_repair_starvation():
+    obs = {"a": Backlog(0, 0), "b": Backlog(80, 0)}
+    hint = decide_replicas(obs, join_policy=JoinPolicy(mode="trace")).hint or ""
+    assert "more replicas cannot drain a starved join" in hint
+    assert "(now: " in hint

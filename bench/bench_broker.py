@@ -94,7 +94,7 @@ async def _raw(url: str, size: int, n: int) -> tuple[float, float]:
     sub = await js.pull_subscribe(f"raw.{name}", durable="d", stream=name)
     got = 0
     while got < n:
-        msgs = await sub.fetch(min(256, n - got), timeout=5)
+        msgs = await sub.fetch(min(256 if size < 65536 else 8, n - got), timeout=5)
         for m in msgs:
             await m.ack()
         got += len(msgs)

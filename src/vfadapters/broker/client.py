@@ -144,8 +144,15 @@ class Bridge:
 
 
 async def _create(nc: Any, kind: str, subject: str, config: dict[str, Any]) -> None:
-    answer = await api_request(nc, subject, config)
-    error = answer.get("error")
+    for _ in range(20):
+        answer = await api_request(nc, subject, config)
+        error = answer.get("error")
+        # nats-server 2.15 may fail a file stream's creation while another stream
+        # of the account is being deleted ("could not create storage directory"):
+        # transient, so try again
+        if not error or error.get("err_code") != 10049:
+            break
+        await asyncio.sleep(0.1)
     if error:
         raise BrokerError(
             "broker-refused",

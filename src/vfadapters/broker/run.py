@@ -452,6 +452,21 @@ class BrokerRun:
             if not live:
                 return "stopped" if self.stop_requested else "completed"
 
+    def wait_running(self, timeout_s: float) -> None:
+        """Until every started replica has opened its node (or one exited, or time is up)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.refresh()
+            self.pump_logs()
+            started = [w for w in self.workers.values() if w.rep.proc is not None]
+            if any(w.proc.poll() is not None for w in started):
+                return  # the loop reports it
+            if all(
+                self.stats.get(w.rep.slot, {}).get("state") in ("running", "done") for w in started
+            ):
+                return
+            time.sleep(0.05)
+
     def wait_all(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         for w in self.workers.values():
@@ -505,7 +520,12 @@ class BrokerRun:
             state.t0 = time.monotonic()
             for node in state.nodes.values():
                 node.active = 0
-            for node in state.nodes.values():
+            # producers last: in REALTIME, only once every other replica is up, or the
+            # first frames would wait for a consumer still importing its code
+            order = sorted(state.nodes.values(), key=lambda n: n.spec.is_producer)
+            for node in order:
+                if node.spec.is_producer and self.realtime:
+                    self.wait_running(timeout_s=60.0)
                 for slot in node.slots[: node.layout.replicas]:
                     self.start_replica(state.replicas[slot])
             progress.open()

@@ -203,7 +203,21 @@ class BrokerInput:
         data = msg.data
         head = header(data)
         if head is None:
-            data = worker.resolve_large(data)
+            from vfadapters.broker.payloads import LargePayloadMissingError
+
+            try:
+                data = worker.resolve_large(data)
+            except LargePayloadMissingError:
+                # its record was deleted, which happens only after a message that
+                # referenced it was acknowledged: this is a late duplicate
+                worker.bridge.submit(_ack_all([msg]))
+                worker.logger.warning(
+                    "a redelivered message on %s referenced a large record already "
+                    "consumed and freed: dropped as a duplicate",
+                    msg.subject,
+                )
+                self.redelivered += 1
+                return None
             head = header(data)
             if head is None:
                 raise ValueError(
@@ -459,6 +473,7 @@ class BrokerWorker(Worker):
         kind = event[0]
         if kind == "opened":
             self.state = "running"
+            self.bridge.submit(self.put_stats())  # vf run starts producers once all are up
         elif kind == "done":
             self.state = "done"
         elif kind == "aborted":
@@ -507,9 +522,9 @@ class BrokerWorker(Worker):
         if len(data) > self.max_payload - 4096:
             payload = self.store_large(msg_id or f"{outlet.tag}.{time.monotonic_ns()}", data)
         if self.realtime:
-            self.bridge.submit(self.bridge.nc.publish(outlet.subject, bytes(payload)))
+            self.bridge.submit(self.bridge.nc.publish(outlet.subject, payload))
             return
-        fut = self.bridge.submit(self._publish(outlet, bytes(payload), msg_id))
+        fut = self.bridge.submit(self._publish(outlet, payload, msg_id))
         inflight = self.inflight
         inflight.append(fut)
         while len(inflight) > MAX_INFLIGHT:
@@ -517,7 +532,9 @@ class BrokerWorker(Worker):
         while inflight and inflight[0].done():
             inflight.popleft().result()
 
-    async def _publish(self, outlet: BrokerOutlet, data: bytes, msg_id: str | None) -> None:
+    async def _publish(
+        self, outlet: BrokerOutlet, data: bytes | bytearray, msg_id: str | None
+    ) -> None:
         import nats.errors
         from nats.js.errors import APIError
 

@@ -67,6 +67,7 @@ __all__ = ["BrokerWorker", "WorkerOptions", "replica_from_env", "run_worker"]
 
 #: publishes in flight before a writer waits for the oldest acknowledgement
 MAX_INFLIGHT = 256
+MAX_INFLIGHT_BYTES = 32 << 20
 #: NATS's own default message limit; the server's INFO may say more or less
 DEFAULT_MAX_PAYLOAD = 1 << 20
 STATS_INTERVAL_S = 0.5
@@ -527,7 +528,9 @@ class BrokerWorker(Worker):
         fut = self.bridge.submit(self._publish(outlet, payload, msg_id))
         inflight = self.inflight
         inflight.append(fut)
-        while len(inflight) > MAX_INFLIGHT:
+        # at most MAX_INFLIGHT publishes, and about MAX_INFLIGHT_BYTES, unanswered
+        bound = max(2, min(MAX_INFLIGHT, MAX_INFLIGHT_BYTES // max(1, len(payload))))
+        while len(inflight) > bound:
             inflight.popleft().result()
         while inflight and inflight[0].done():
             inflight.popleft().result()

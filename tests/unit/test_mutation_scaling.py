@@ -405,3 +405,150 @@ def test_a_join_policy_without_a_timeout_does_not_repair_starvation():
     hint = decide_replicas(obs, join_policy=JoinPolicy(mode="trace")).hint or ""
     assert "more replicas cannot drain a starved join" in hint
     assert "(now: " in hint
+
+
+# -- exact texts and documents of the rule ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message", "hint"),
+    [
+        (
+            (1, 0, 1),
+            "min_replicas=0 must be an int >= 1",
+            "use the node's nb_tasks (at least 1); KEDA alone handles 0 <-> 1",
+        ),
+        (
+            (0, 1, 1),
+            "target=0 must be an int >= 1 (messages per replica)",
+            "use the trigger's lagThreshold, e.g. target=10",
+        ),
+        (
+            (1, 1, 0),
+            "max_replicas=0 must be an int >= 1",
+            "pass --max-replicas with a positive count, e.g. 10",
+        ),
+        (
+            (1, 2, 1),
+            "max_replicas=1 is below min_replicas=2",
+            "raise max_replicas to at least 2, or lower min_replicas",
+        ),
+        (
+            (1, 1.5, 1),
+            "min_replicas=1.5 must be an int >= 1",
+            "use the node's nb_tasks (at least 1); KEDA alone handles 0 <-> 1",
+        ),
+        (
+            (2.0, 1, 1),
+            "target=2.0 must be an int >= 1 (messages per replica)",
+            "use the trigger's lagThreshold, e.g. target=10",
+        ),
+        (
+            (0, 0, 0),
+            "target=0 must be an int >= 1 (messages per replica); "
+            "min_replicas=0 must be an int >= 1; max_replicas=0 must be an int >= 1",
+            "use the trigger's lagThreshold, e.g. target=10; use the node's nb_tasks (at least "
+            "1); KEDA alone handles 0 <-> 1; pass --max-replicas with a positive count, e.g. 10",
+        ),
+        (
+            (1, 3, 3.5),
+            "max_replicas=3.5 must be an int >= 1",
+            "pass --max-replicas with a positive count, e.g. 10",
+        ),
+    ],
+)
+def test_the_rule_names_exactly_the_problems_there_are(
+    args: tuple[Any, ...], message: str, hint: str
+):
+    with pytest.raises(InvalidInputError) as info:
+        check_scaling_rule(*args)
+    assert (info.value.message, info.value.hint) == (message, hint)
+
+
+def test_decide_replicas_defaults_to_a_minimum_of_one():
+    assert decide_replicas({"a": Backlog(0, 0)}).replicas == 1
+    assert decide_replicas({"a": Backlog(101, 0)}).replicas == 10  # default target 10, max 10
+
+
+def test_an_observation_of_another_type_names_its_parent():
+    with pytest.raises(InvalidInputError) as info:
+        decide_replicas({"frames": 5})  # type: ignore[dict-item]
+    assert info.value.message == "parent 'frames' is observed as int 5"
+
+
+def test_an_invalid_capacity_has_its_hint():
+    with pytest.raises(InvalidInputError) as info:
+        decide_replicas({"a": Backlog(5, 0)}, capacity=-2)
+    assert info.value.hint == "pass the largest placeable count, e.g. from capacity_cap(...)"
+
+
+def test_an_unknown_decision_keeps_its_range_capacity_detail_and_policy():
+    cap = CapacityCap("j", 3, 3, 6, ((3, "fits"), (4, "does-not-fit")), "add a node")
+    policy = JoinPolicy(mode="trace")
+    d = decide_replicas(
+        {"a": Backlog(0, 0), "b": Unobserved("x")},
+        min_replicas=2,
+        max_replicas=7,
+        capacity=cap,
+        join_policy=policy,
+    )
+    assert d.status == "unknown"
+    assert (d.min_replicas, d.max_replicas, d.capacity, d.capacity_detail, d.join_policy) == (
+        2,
+        7,
+        3,
+        cap,
+        policy,
+    )
+    known = decide_replicas(
+        {"a": Backlog(0, 0), "b": Backlog(90, 0)}, capacity=cap, join_policy=policy
+    )
+    assert (known.capacity_detail, known.join_policy) == (cap, policy)
+
+
+def test_next_replicas_errors_say_what_and_how():
+    d = decide_replicas({"a": Unobserved("x")})
+    with pytest.raises(InvalidInputError) as info:
+        d.next_replicas(-3)
+    assert (info.value.message, info.value.hint) == (
+        "current=-3 must be a replica count >= 0",
+        "pass the number of replicas the node runs now",
+    )
+    with pytest.raises(InvalidInputError) as info:
+        d.next_replicas(1, policy="sideways")  # type: ignore[arg-type]
+    assert (info.value.message, info.value.hint) == (
+        "policy='sideways' is not a way to act on an unknown decision",
+        "use policy='hold' (keep the count) or policy='up-only' (rise to the floor)",
+    )
+
+
+def test_a_decision_document_has_every_field():
+    d = decide_replicas(
+        {"b": Backlog(30, 2), "a": Unobserved("timeout")}, target=10, min_replicas=2, max_replicas=6
+    )
+    assert d.to_dict() == {
+        "status": "unknown",
+        "replicas": None,
+        "floor": 4,
+        "diagnosis": "unknown",
+        "target": 10,
+        "min_replicas": 2,
+        "max_replicas": 6,
+        "parents": {
+            "a": {"unknown": "timeout"},
+            "b": {"pending": 30, "ack_pending": 2, "lag": 32, "wants": 4},
+        },
+        "unknown_parents": ["a"],
+        "starved_parents": [],
+        "backed_up_parents": [],
+        "capacity": None,
+        "capacity_detail": None,
+        "message": "unknown: 1 of 2 parent(s) unobserved (a unknown (timeout), b lag 32 → 4); "
+        "the known parents alone justify 4 (clamped to [2, 6])",
+        "hint": "restore the broker's monitoring for a; meanwhile hold the current count "
+        "(KEDA: fallback.behavior currentReplicas)",
+    }
+    known = decide_replicas({"b": Backlog(30, 2)}, target=10, min_replicas=2, max_replicas=6)
+    assert known.to_dict()["message"] == (
+        "max over parents of ceil(lag / 10) clamped to [2, 6] = 4 (b lag 32 → 4)"
+    )

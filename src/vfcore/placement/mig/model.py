@@ -219,6 +219,7 @@ class MixModel:
             ) from None
 
         self.model = cp_model.CpModel()
+        self.wall_s = 0.0
         self._add_pod_counts(require_all)
         self._add_profile_choice()
         self._add_card_layouts()
@@ -226,22 +227,44 @@ class MixModel:
         self._add_symmetry_breaking()
         self._add_objective(require_all)
 
-        solver = cp_model.CpSolver()
         cfg = self.ctx.config
-        solver.parameters.catch_sigint_signal = False  # Ctrl-C is the caller's (see packing)
-        solver.parameters.num_workers = cfg.num_workers
-        solver.parameters.random_seed = cfg.random_seed
-        solver.parameters.max_deterministic_time = (
-            cfg.max_deterministic_time if require_all else min(cfg.max_deterministic_time, 5.0)
-        )
-        if cfg.max_time_s is not None:
-            solver.parameters.max_time_in_seconds = cfg.max_time_s
-        code = solver.solve(self.model)
-        status: Status = solver.status_name(code)  # type: ignore[assignment]
+        budget = cfg.max_deterministic_time if require_all else min(cfg.max_deterministic_time, 5.0)
+        lexicographic = require_all and self.has_objective
+        if lexicographic:
+            # cards first, proven on their own; then nodes and mode changes at that card count
+            self.model.minimize(sum(self.reconf.values()))
+        solver, code = self._run(budget)
         found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        lower: int | None = None
+        objective: float | None = None
+        bound: float | None = None
+        if found and lexicographic:
+            cards_found = round(solver.objective_value)
+            lower = max(0, math.ceil(solver.best_objective_bound - 1e-6))
+            first = solver
+            for var in self._all_vars():
+                self.model.add_hint(var, solver.value(var))
+            self.model.add(sum(self.reconf.values()) <= cards_found)
+            self.model.minimize(self.secondary)
+            used = solver.response_proto.deterministic_time
+            # the tie-breaks get a short budget: proving the fewest nodes is as hard as the
+            # cards were before the cut, and a plan's promise is its card count
+            second, code2 = self._run(max(min(budget - used, budget / 30), 0.1))
+            if code2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                solver = second
+                if code != cp_model.OPTIMAL or code2 != cp_model.OPTIMAL:
+                    code = cp_model.FEASIBLE
+                bound = self.big * lower + (
+                    second.best_objective_bound if lower == cards_found else 0
+                )
+            else:
+                solver = first
+                code = cp_model.FEASIBLE
+                bound = float(self.big * lower)
+            objective = self.big * cards_found + self._secondary_value(solver)
+        status: Status = solver.status_name(code)
         x: dict[tuple[int, int, str | None], int] = {}
         cards: dict[int, list[tuple[int, CardState, int]]] = defaultdict(list)
-        lower: int | None = None
         changed = 0
         touched_nodes: dict[int, int] = {}
         if found:
@@ -255,18 +278,18 @@ class MixModel:
                     cards[u].append((gi, option, v))
             changed = sum(solver.value(r) for r in self.reconf.values())
             touched_nodes = {u: solver.value(t) for u, t in self.touched.items()}
-            if require_all:
+            if require_all and not lexicographic:
                 lower = changed
-                if self.has_objective:
-                    lower = max(0, int(solver.best_objective_bound + 1e-6) // self.big)
-        objective = solver.objective_value if found and self.has_objective else None
+        if found and self.has_objective and not lexicographic:
+            objective = solver.objective_value
+            bound = solver.best_objective_bound
         touchable = sum(self.size[u] for u in range(len(self.units)) if self.rep[u].touchable)
         report = SolverReport(
             status=status,
             method="cp-sat",
             objective=objective,
-            bound=solver.best_objective_bound if found and self.has_objective else None,
-            wall_s=solver.wall_time,
+            bound=bound,
+            wall_s=self.wall_s,
             deterministic=cfg.is_deterministic,
             timed_out=code == cp_model.UNKNOWN,
             variables=len(self.x) + len(self.n) + len(self.touched) + len(self.keep_block),
@@ -277,6 +300,37 @@ class MixModel:
             ),
         )
         return MixSolution(status, x, dict(cards), report, lower, changed, touched_nodes)
+
+    def _run(self, deterministic_time: float) -> tuple[Any, Any]:
+        from ortools.sat.python import cp_model
+
+        solver = cp_model.CpSolver()
+        cfg = self.ctx.config
+        solver.parameters.catch_sigint_signal = False  # Ctrl-C is the caller's (see packing)
+        solver.parameters.num_workers = cfg.num_workers
+        solver.parameters.random_seed = cfg.random_seed
+        solver.parameters.max_deterministic_time = deterministic_time
+        if cfg.max_time_s is not None:
+            solver.parameters.max_time_in_seconds = max(cfg.max_time_s - self.wall_s, 0.01)
+        code = solver.solve(self.model)
+        self.wall_s += solver.wall_time
+        return solver, code
+
+    def _all_vars(self) -> list[Any]:
+        return [
+            *self.x.values(),
+            *self.use.values(),
+            *self.n.values(),
+            *self.keep_block.values(),
+            *self.touched.values(),
+            *self.reconf.values(),
+        ]
+
+    def _secondary_value(self, solver: Any) -> int:
+        return int(
+            self.nodes_weight * sum(solver.value(t) for t in self.touched.values())
+            + sum(solver.value(v) for v in self.mode_changes)
+        )
 
     def _add_pod_counts(self, require_all: bool) -> None:
         m = self.model
@@ -367,7 +421,8 @@ class MixModel:
                 enabled_after.append(count * keep)
                 changed_all += terms
                 m.add(sum(terms) + count * keep == count)
-                m.add(keep + touched <= 1)  # a touched node is re-laid entirely
+                # a touched node is re-laid entirely; an untouched one keeps its block
+                m.add(keep + touched == 1)
             reconf = m.new_int_var(0, size * host.cards, f"reconfigured[{u}]")
             if host.order_known:  # the config lists the changed cards only: exactly those
                 m.add(reconf == sum(changed_all))
@@ -378,6 +433,11 @@ class MixModel:
                 whole = host.whole_cards
                 landed = m.new_int_var(0, whole, f"landed[{u}]")
                 m.add_min_equality(landed, [whole * touched, sum(enabled_after)])
+                # a valid cut the LP relaxation of the min lacks: untouched, no card changes
+                # (MIG after = MIG cards); touched, MIG after <= MIG cards + whole, so
+                # min(whole, MIG after) >= MIG after - MIG cards. Each card newly enabled
+                # costs one in the relaxation too, which is what lets it prove bounds.
+                m.add(landed >= sum(enabled_after) - host.mig_cards)
                 m.add(reconf == host.mig_cards * touched + landed)
             m.add(touched <= reconf)
             self.touched[u] = touched
@@ -485,16 +545,15 @@ class MixModel:
         partial: most pods first).
 
         ``big`` weighs one card above any number of nodes and layouts, so the
-        proven bound on cards is ``floor(bound / big)``.
+        proven bound on cards is ``floor(bound / big)``. With every pod required the
+        solve is lexicographic (:meth:`solve`): cards alone first (proven bound), then
+        ``secondary`` at that card count, on a short budget.
         """
         cards = sum(self.size[u] * self.rep[u].cards for u in self.touched)
         self.nodes_weight = cards + 1
         self.big = self.nodes_weight * (sum(self.size[u] for u in self.touched) + 1)
-        wipe = (
-            self.big * sum(self.reconf.values())
-            + self.nodes_weight * sum(self.touched.values())
-            + sum(self.mode_changes)
-        )
+        self.secondary = self.nodes_weight * sum(self.touched.values()) + sum(self.mode_changes)
+        wipe = self.big * sum(self.reconf.values()) + self.secondary
         self.has_objective = bool(self.touched) and self.ctx.config.optimize
         if require_all:
             if self.has_objective:

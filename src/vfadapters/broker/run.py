@@ -73,6 +73,7 @@ class EdgeCounters:
         self.waiting = 0  # num_pending of the consumer(s): NATS messages
         self.in_flight = 0  # num_ack_pending: NATS messages
         self.per_message = 1.0  # items per NATS message on this edge, as written so far
+        self.unobserved: str | None = None  # why the consumer's lag is unknown right now
 
     def pending(self) -> int:
         """Items waiting: the consumers' pending messages × items per message."""
@@ -127,6 +128,7 @@ class BrokerRun:
         self.stop_info: dict[str, Any] | None = None
         self.latency_docs: dict[int, dict[str, Any]] = {}
         self.lags: dict[tuple[str, str], tuple[int, int]] = {}
+        self.unread: dict[tuple[str, str], str] = {}
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -279,11 +281,20 @@ class BrokerRun:
             if entry.value:
                 docs[rep.slot] = json.loads(entry.value)
         lags: dict[tuple[str, str], tuple[int, int]] = {}
+        unread: dict[tuple[str, str], str] = {}
         for consumer in self.topo.consumers:
-            info = await api_request(
-                self.bridge.nc, f"$JS.API.CONSUMER.INFO.{consumer.stream}.{consumer.name}"
-            )
+            key = (consumer.parent, consumer.child)
+            try:
+                info = await api_request(
+                    self.bridge.nc,
+                    f"$JS.API.CONSUMER.INFO.{consumer.stream}.{consumer.name}",
+                    timeout_s=2.0,
+                )
+            except Exception as exc:
+                unread[key] = f"consumer {consumer.name}: {type(exc).__name__} {exc}".strip()
+                continue
             if info.get("error"):
+                unread[key] = f"consumer {consumer.name}: {info['error'].get('description')}"
                 continue
             key = (consumer.parent, consumer.child)
             pending, acks = lags.get(key, (0, 0))
@@ -292,6 +303,7 @@ class BrokerRun:
                 acks + int(info.get("num_ack_pending", 0)),
             )
         self.lags = lags
+        self.unread = unread
         return docs
 
     def refresh(self) -> None:
@@ -300,6 +312,9 @@ class BrokerRun:
         except Exception as exc:
             self.broker_errors += 1
             self.voice.say(logging.DEBUG, f"reading the run's counters failed: {exc}")
+            for counters_list in self.state.rings.values():
+                for counters in counters_list:
+                    counters.unobserved = f"the broker did not answer: {type(exc).__name__}"
             return
         state = self.state
         ctl = state.ctl
@@ -332,7 +347,8 @@ class BrokerRun:
             counters.h[MC] = committed.get(key, 0)
             counters.h[RD] = redelivered.get(key, 0)
             counters.h[WAITS] = waits.get(key, 0)
-            pending, acks = self.lags.get(key, (0, 0))
+            counters.unobserved = self.unread.get(key)
+            pending, acks = self.lags.get(key, (counters.waiting, counters.in_flight))
             counters.waiting = pending
             counters.in_flight = acks
             if records.get(key):

@@ -29,7 +29,7 @@ class Autoscaler:
 
     def tick(self, now: float) -> None:
         try:
-            from vfcore.scaling import Backlog, decide_replicas
+            from vfcore.scaling import Backlog, Unobserved, decide_replicas
         except ImportError:
             return
         for node in self.state.nodes.values():
@@ -39,6 +39,12 @@ class Autoscaler:
             observations: dict[str, Any] = {}
             for p, parent in enumerate(node.spec.parents):
                 rings = node.in_rings[p]
+                # a buffer whose backlog could not be read (the broker's counters
+                # did not answer) is unknown, never zero: the decision is unknown
+                why = next((r.unobserved for r in rings if getattr(r, "unobserved", None)), None)
+                if why:
+                    observations[parent] = Unobserved(why)
+                    continue
                 pending = sum(r.pending() for r in rings)
                 in_flight = sum(r.unsettled() for r in rings) - pending
                 observations[parent] = Backlog(pending=pending, ack_pending=max(0, in_flight))

@@ -450,3 +450,34 @@ def test_broker_autoscale_reads_consumer_lag_grows_and_retires(
     assert any(to < frm for _, frm, to in events), events  # then shrank
     assert summary.nodes["work"].max_replicas >= 2
     assert len({i["replica"] for i in items}) >= 2  # the new replicas took work
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_node_whose_open_raises_fails_the_run_naming_it(
+    transport: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    flow = write_flow(
+        tmp_path,
+        """
+        class Broken(ProcessorNode):
+            def open(self):
+                raise RuntimeError("model file missing")
+
+            def process(self, x):
+                return x
+
+        src = Numbers(None, name="src", sleep=0.001)   # would never end by itself
+        sink = Record("/dev/null", name="sink")(Broken(name="broken")(src))
+        flow = Flow([sink], flow_type=BATCH)
+        """,
+    )
+    cmd = [str(VF), "run", str(flow), "--json", "--no-progress"]
+    if transport == "broker":
+        server: NatsServer = request.getfixturevalue("nats_server")
+        cmd += ["--broker", server.url, "--run", run_id()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["status"] == "failed"
+    assert "broken" in doc["error"] and "model file missing" in doc["error"], doc["error"]
+    assert "run-failed" in done.stderr

@@ -7,7 +7,9 @@ exactly one stream, its parent's; every edge has a subject and a consumer for
 each of its partitions, and every partition of every partitioned child is owned
 by exactly one replica, the one ``owner_of`` names; the consumers of one stream
 filter disjoint subjects (a work-queue stream requires it); the topology is
-deterministic, and two runs of one flow share no name and no subject.
+deterministic, and two runs of one flow share no name and no subject. The run's
+control buckets (KV and objects) have valid names, are no stream of the run and
+differ between runs and flows; their keys are valid subject token sequences.
 """
 
 from __future__ import annotations
@@ -208,3 +210,52 @@ def test_settings_follow_the_flow_type(spec: FlowSpec, run: str, opts: TopologyO
         assert c.config.max_deliver == (1 if spec.flow_type == "realtime" else -1)
         assert c.config.max_ack_pending >= opts.max_ack_pending
         assert c.config.ack_wait == round(opts.ack_wait_s * 1e9)
+
+
+@settings(max_examples=80, deadline=None)
+@given(valid_specs(), valid_specs(), run_ids, run_ids, options)
+def test_control_buckets_are_valid_apart_from_the_streams_and_per_run(
+    spec: FlowSpec, other_flow: FlowSpec, run: str, other_run: str, opts: TopologyOptions
+) -> None:
+    """The run's KV bucket and object bucket: valid names (they are JetStream streams,
+    ``KV_<bucket>`` and ``<objects>``), never a stream of the run, never another run's
+    or another flow's; their keys are valid subjects no stream of the run captures."""
+    topo = broker_topology(spec, run, opts)
+    _label(topo)
+    control = topo.control
+    buckets = (control.bucket, control.objects)
+    # the JetStream streams behind them: the KV bucket's and the object bucket itself
+    backing = (f"KV_{control.bucket}", control.objects)
+    for name in buckets + backing:
+        assert nats_name_problem(name) is None, name
+        assert STRICT.fullmatch(name), name  # KV and object bucket names: [A-Za-z0-9_-]
+    assert control.bucket != control.objects
+    stream_names = {s.name for s in topo.all_streams()}
+    assert stream_names.isdisjoint(buckets + backing), (stream_names, buckets)
+    streams = topo.all_streams()
+    for node in spec.nodes:
+        for replica in {0, effective_replicas(node) - 1}:
+            for key in (
+                control.done_key(node.name, replica),
+                control.stats_key(node.name, replica),
+            ):
+                assert nats_subject_problem(key) is None, key
+                assert all(STRICT.fullmatch(t) for t in key.split(".")), key
+                # the KV stores key k on $KV.<bucket>.k: no stream of the run captures it
+                subject = f"$KV.{control.bucket}.{key}"
+                assert not any(subject_matches(p, subject) for s in streams for p in s.subjects)
+    assert nats_subject_problem(control.stop_key) is None
+    keys = [control.done_key(n.name, 0) for n in spec.nodes]
+    assert len(set(keys)) == len(keys)  # one done key per node
+
+    def names(t: BrokerTopology) -> set[str]:
+        return {t.control.bucket, t.control.objects}
+
+    if other_run == run:
+        event("same run id")
+    else:
+        assert names(topo).isdisjoint(names(broker_topology(spec, other_run, opts)))
+    if other_flow.name == spec.name:
+        event("same flow name")
+    else:
+        assert names(topo).isdisjoint(names(broker_topology(other_flow, run, opts)))

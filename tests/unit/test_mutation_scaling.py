@@ -552,3 +552,116 @@ def test_a_decision_document_has_every_field():
     assert known.to_dict()["message"] == (
         "max over parents of ceil(lag / 10) clamped to [2, 6] = 4 (b lag 32 → 4)"
     )
+
+
+# -- decide_flow with a cluster, a prediction, a batch flow, a join policy -------------------------
+
+
+def _small_flow(flow_type: str = "realtime", name: str = "small", policy: Any = None) -> Any:
+    join: dict[str, Any] = {"name": "j", "kind": "processor", "parents": ["a", "b"]}
+    if policy is not None:
+        join["join_policy"] = policy
+    return FlowSpec.from_dict(
+        {
+            "name": name,
+            "flow_type": flow_type,
+            "nodes": [
+                {"name": "src", "kind": "producer"},
+                {"name": "a", "kind": "processor", "parents": ["src"]},
+                {"name": "b", "kind": "processor", "parents": ["src"]},
+                join,
+                {"name": "sink", "kind": "consumer", "parents": ["j"]},
+            ],
+        }
+    )
+
+
+def _gpu_pool() -> Any:
+    from vfadapters.clusterload import load_cluster
+
+    return load_cluster(REPO / "examples" / "clusters" / "gpu-pool")
+
+
+GPU_OPTIONS = AutoscalingOptions(enabled=True, gpu_autoscaling=True, max_replicas=12)
+
+
+def test_a_capped_decision_keeps_the_target_and_the_range_of_the_node():
+    result = decide_flow(
+        _realtime_flow(),
+        {"detector": _obs(frames=77)},
+        target=7,
+        options=GPU_OPTIONS,
+        cluster=_gpu_pool(),
+    )
+    d = result.node("detector").decision
+    assert (d.replicas, d.floor, d.diagnosis, d.capacity) == (5, 11, "capacity-capped", 5)
+    assert (d.target, d.min_replicas, d.max_replicas) == (7, 2, 12)
+    assert d.capacity_detail is not None and d.capacity_detail.checked_up_to == 11
+
+
+def test_the_capacity_cap_counts_the_replicas_other_nodes_run_now():
+    doc = {"detector": _obs(frames=77), "plates": {"current": 300, **_obs(frames=1)}}
+    result = decide_flow(_realtime_flow(), doc, target=7, options=GPU_OPTIONS, cluster=_gpu_pool())
+    d = result.node("detector").decision
+    assert (d.replicas, d.capacity) == (2, 0)  # 300 plate readers leave no room: held at min
+    assert d.capacity_detail is not None
+    assert "rest of the flow does not fit" in (d.capacity_detail.unlock or "")
+
+
+def test_no_cap_is_computed_when_the_backlog_asks_for_no_more_than_nb_tasks():
+    doc = {"detector": _obs(frames=20), "plates": {"current": 300, **_obs(frames=1)}}
+    result = decide_flow(_realtime_flow(), doc, options=GPU_OPTIONS, cluster=_gpu_pool())
+    d = result.node("detector").decision
+    assert (d.replicas, d.floor, d.capacity, d.capacity_detail) == (2, 2, None, None)
+
+
+def test_the_prediction_starts_from_the_current_count_and_renders_the_nodes_rule():
+    doc = {"plates": {"current": 4, **_obs(frames=30)}}
+    result = decide_flow(_realtime_flow(), doc, target=5, options=GPU_OPTIONS, predict=True)
+    plates = result.node("plates")
+    assert plates.prediction is not None and plates.scaler is not None
+    assert plates.prediction.previous == 4
+    assert (
+        plates.comparison is not None
+        and plates.comparison.to_dict() == (plates.to_dict()["hpa"]["comparison"])
+    )
+    scaler = plates.scaler.to_dict()
+    assert (scaler["minReplicaCount"], scaler["maxReplicaCount"]) == (1, 12)
+    assert [t["lagThreshold"] for t in scaler["triggers"]] == [5]
+    fresh = decide_flow(_realtime_flow(), {"plates": _obs(frames=30)}, predict=True)
+    assert fresh.node("plates").prediction.previous == 1  # type: ignore[union-attr]  # min
+
+
+def test_a_join_without_a_policy_gets_its_flow_types_default_and_an_explicit_one_is_kept():
+    obs = {"j": _obs(a=0, b=40)}
+    realtime = decide_flow(_small_flow(), obs).node("j").decision
+    assert realtime.join_policy == JoinPolicy.default_for("realtime")
+    batch = decide_flow(_small_flow("batch"), obs).node("j").decision
+    assert batch.join_policy == JoinPolicy.default_for("batch")
+    mine = {"mode": "trace", "timeout_ms": 500, "missing": "error"}
+    kept = decide_flow(_small_flow(policy=mine), obs).node("j").decision
+    assert kept.join_policy == JoinPolicy.from_dict(mine)
+    assert decide_flow(_small_flow(), {"a": _obs(src=5)}).node("a").decision.join_policy is None
+
+
+def test_the_notes_of_a_batch_flow_and_of_a_prediction():
+    batch = decide_flow(_small_flow("batch"), {})
+    assert batch.notes == (
+        "a BATCH flow's nodes are Jobs: nothing is autoscaled; the decisions say what the "
+        "backlog calls for",
+    )
+    assert decide_flow(_small_flow(), {}).notes == ()
+    predicted = decide_flow(_small_flow(), {}, predict=True)
+    assert predicted.notes == (
+        "hpa: the next evaluation of a fresh controller (no recommendation history, no "
+        "failure counts): a scale-down is held by the 300 s window from the current count",
+    )
+
+
+def test_an_observed_stray_parent_has_its_hint():
+    with pytest.raises(InvalidInputError) as info:
+        decide_flow(_small_flow(), {"j": _obs(a=1, c=2)})
+    assert (
+        info.value.message == "the observations give j parent(s) ['c']; its parents are ['a', 'b']"
+    )
+    assert info.value.hint == "observe each parent stream the node consumes, by the parent's name"

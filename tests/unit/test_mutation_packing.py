@@ -283,3 +283,69 @@ def test_pack_proves_infeasibility_by_cp_sat_when_no_bound_does():
     assert result.proofs == ("cp-sat proved it infeasible",)
     assert len(result.assignments) == 2 and len(result.unplaced) == 1
     assert check_placement(pods, nodes, result.assignments) == ()
+
+
+def test_check_placement_goes_on_after_a_stranger_or_an_unknown_node():
+    pods, nodes = gpu_pods(2, 2), gpu_nodes(3)
+    problems = check_placement(pods, nodes, {"a/0": "n0", "w/0": "n0", "w/1": "n0"})
+    assert problems == (
+        "a/0: not a pod of the flow",
+        f"n0: {GPU} over capacity (4 requested > 3 free)",
+    )
+    pods = gpu_pods(2, 2, 2)
+    problems = check_placement(pods, nodes, {"w/0": "nowhere", "w/1": "n0", "w/2": "n0"})
+    assert problems == (
+        "w/0: placed on unknown node 'nowhere'",
+        f"n0: {GPU} over capacity (4 requested > 3 free)",
+    )
+
+
+def test_check_placement_of_a_shared_pod_on_a_node_without_gpu_facts():
+    bare = node("bare", allocatable={GPU: 2, "cpu": 1000, "memory": 1 << 30}, labels=LABELS)
+    assert check_placement(shared_pods(4), [bare], {"s/0": "bare"}, cards={"s/0": 0}) == (
+        "s/0 on bare: node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)",
+        "s/0 on bare: no valid card index (0)",  # no card count: no card index is valid
+    )
+    nomem = node(
+        "nomem",
+        allocatable={GPU: 2, "cpu": 1000, "memory": 1 << 30},
+        labels=LABELS,
+        gpu=GpuInfo(product="T4", count=2),
+    )
+    assert check_placement(shared_pods(4), [nomem], {"s/0": "nomem"}, cards={"s/0": 0}) == (
+        "s/0 on nomem: node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)",
+        "nomem card 0: VRAM over capacity (4096 MiB > 0 MiB)",  # unknown card size: 0
+    )
+
+
+def test_an_infeasible_packing_reports_the_partial_placement_and_its_numbers():
+    result = pack(gpu_pods(2, 2, 2), gpu_nodes(2, 2), config=CONFIG)
+    assert (result.report.objective, result.report.bound) == (2.0, 2.0)  # 2 pods placed
+    assert result.report.wall_s >= 0.0
+    assert result.report.notes == (
+        "partial placement: as many pods as possible, to explain the rest",
+    )
+    by_cp_sat = pack(gpu_pods(4, 3, 3), gpu_nodes(5, 5), config=CONFIG)
+    assert by_cp_sat.report.notes[-1] == (
+        "partial placement: as many pods as possible, to explain the rest"
+    )
+
+
+def test_an_infeasible_packing_whose_partial_solve_gives_up_shows_the_ffd_placement():
+    result = pack(
+        gpu_pods(2, 2, 2), gpu_nodes(2, 2), config=SolverConfig(max_deterministic_time=0.0)
+    )
+    assert (result.feasible, result.report.method) == (False, "bounds")
+    assert result.assignments == (("w/0", "n0"), ("w/1", "n1"))  # FFD's
+    assert result.unplaced == ("w/2",)
+
+
+def test_an_optimisation_that_gives_up_keeps_the_ffd_packing_and_says_so():
+    result = pack(
+        gpu_pods(1, 1), gpu_nodes(1, 2), config=SolverConfig(optimize_deterministic_time=0.0)
+    )
+    assert result.feasible is True
+    assert (result.report.method, result.report.objective) == ("ffd", 2.0)
+    assert result.report.notes == (
+        "cp-sat could not improve on ffd (UNKNOWN); the ffd packing stands",
+    )

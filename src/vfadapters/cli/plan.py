@@ -10,7 +10,16 @@ from collections.abc import Callable
 from typing import Any, TextIO, TypeVar
 
 from vfadapters.cli.inputs import add_gpu_options, load_spec
-from vfadapters.cli.output import EXIT_OK, EXIT_STRICT, TEXT_LIST_LIMIT, emit_json, first_few, table
+from vfadapters.cli.output import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_STRICT,
+    TEXT_LIST_LIMIT,
+    emit_json,
+    first_few,
+    report_error,
+    table,
+)
 
 T = TypeVar("T")
 
@@ -24,13 +33,22 @@ def register(sub: Any) -> None:
         "and fixes for what does not fit, and what kube-scheduler would do.",
     )
     plan.add_argument("flow", metavar="FLOW", help="flow.py, flow.py:factory or spec.json")
-    plan.add_argument(
+    source = plan.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--cluster",
-        required=True,
         metavar="PATH",
         help="a directory with nodes.json and pods.json (kubectl get ... -o json), "
         "or one file holding a List of both",
     )
+    source.add_argument(
+        "--kube",
+        action="store_true",
+        help="read nodes, pods and RuntimeClasses from the live cluster (--context, "
+        "--kubeconfig; see docs/kubernetes.md)",
+    )
+    from vfadapters.kubernetes.client import add_connection_options
+
+    add_connection_options(plan)
     add_gpu_options(plan)
     plan.add_argument(
         "--gpu-runtime-class", metavar="NAME", default=None, help="RuntimeClass for GPU pods"
@@ -89,7 +107,17 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     kube_version = parse_kube_version(args.kube_version)  # before any work
     phases = _Phases(sys.stderr)  # "parse" runs from here to the exact plan
     spec = load_spec(args.flow)
-    cluster = load_cluster(args.cluster)
+    if args.kube:
+        from vfadapters.kubernetes.client import KubeApiError, connect_from_args
+        from vfadapters.kubernetes.snapshot import read_snapshot
+
+        try:
+            cluster = read_snapshot(connect_from_args(args))
+        except KubeApiError as exc:
+            report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
+            return EXIT_RUNTIME
+    else:
+        cluster = load_cluster(args.cluster)
     resources: dict[str, dict[str, str]] = {}
     for text in args.resources:
         for node, entries in parse_resources_option(text).items():

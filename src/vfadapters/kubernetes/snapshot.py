@@ -1,0 +1,146 @@
+"""The live cluster as a :class:`~vfcore.ClusterSnapshot`: ``vf plan FLOW --kube``.
+
+Three listings through the API — every page of them (``limit`` + ``continue``)
+— become the very documents ``kubectl get nodes -o json``, ``kubectl get pods
+-A -o json`` and ``kubectl get runtimeclasses -o json`` print, and
+:func:`vfcore.cluster.snapshot_from_kubernetes` reads them with the same rules
+as the dumps (:mod:`vfcore.cluster.kubeparse`):
+
+- **nodes** must be read: a refused, failed or unreachable node listing raises
+  :class:`~vfadapters.kubernetes.client.KubeApiError` (``kube-nodes-forbidden``,
+  ``kube-unauthorized``, ``kube-nodes-unreadable``, ``kube-unreachable``,
+  ``kube-timeout``) — there is nothing to plan on;
+- **pods**: a refused (401/403), failed (5xx) or timed-out listing is passed on as
+  the ``Status`` it is, so every node's occupancy is *unknown* with the server's
+  reason — never idle;
+- **RuntimeClasses**: optional; a 404 (``node.k8s.io/v1`` not served) leaves them
+  unknown, a refusal lists ``Unknown("runtimeclasses", reason)``.
+
+Pages are merged before parsing; a listing whose pages cannot all be read is
+the failed listing, never a partial one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vfadapters.kubernetes.client import KubeApiError, KubeClient, Response
+from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes
+
+__all__ = ["PAGE_SIZE", "list_all", "read_documents", "read_snapshot"]
+
+#: Items per page of a listing.
+PAGE_SIZE = 500
+
+NODES_PATH = "/api/v1/nodes"
+PODS_PATH = "/api/v1/pods"
+RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
+
+#: The largest number of pages one listing may take (500 x 2000 = a million items).
+MAX_PAGES = 2000
+
+
+def list_all(
+    client: KubeClient,
+    path: str,
+    list_kind: str,
+    *,
+    label_selector: str | None = None,
+) -> tuple[dict[str, Any] | None, Response | None]:
+    """Every item of ``path`` as one ``<list_kind>`` document, or ``(None, the failed answer)``.
+
+    Raises :class:`KubeApiError` only when the server cannot be reached.
+    """
+    items: list[Any] = []
+    token: str | None = None
+    api_version = "v1"
+    for _ in range(MAX_PAGES):
+        query: dict[str, str | int | bool] = {"limit": PAGE_SIZE}
+        if token:
+            query["continue"] = token
+        if label_selector:
+            query["labelSelector"] = label_selector
+        answer = client.get_json(path, query=query)
+        body = answer.body
+        if not answer.ok or not isinstance(body, dict) or not isinstance(body.get("items"), list):
+            if answer.ok:  # 200 but not a list: say what came back
+                answer = Response(502, None, f"not a list: {answer.text[:200]}")
+            return None, answer
+        api_version = str(body.get("apiVersion") or api_version)
+        items.extend(body["items"])
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        token = meta.get("continue") if meta else None
+        if not token:
+            return {"apiVersion": api_version, "kind": list_kind, "items": items}, None
+    return None, Response(507, None, f"more than {MAX_PAGES} pages of {PAGE_SIZE} items")
+
+
+def _nodes_error(client: KubeClient, answer: Response) -> KubeApiError:
+    said = answer.status_line()
+    if answer.status == 401:
+        return KubeApiError(
+            "kube-unauthorized",
+            f"the API server at {client.where} refused the credentials: {said}",
+            "refresh the kubeconfig's credentials (log in again), or pick another --context",
+        )
+    if answer.status == 403:
+        return KubeApiError(
+            "kube-nodes-forbidden",
+            f"listing nodes on {client.where} is forbidden: {said}",
+            "the plan needs `list nodes` cluster-wide (a ClusterRole; see docs/kubernetes.md, RBAC)",
+        )
+    return KubeApiError(
+        "kube-nodes-unreadable",
+        f"listing nodes on {client.where} failed: {said}",
+        "retry; if it persists, check the API server (`kubectl get nodes` should answer)",
+    )
+
+
+def _status_of(answer: Response) -> dict[str, Any]:
+    return answer.as_status()
+
+
+def read_documents(client: KubeClient) -> tuple[Any, Any, Any]:
+    """The three documents, as kubectl would print them (a refusal as its ``Status``).
+
+    Raises :class:`KubeApiError` when nodes cannot be listed or the server is unreachable.
+    """
+    nodes, failed = list_all(client, NODES_PATH, "NodeList")
+    if nodes is None:
+        assert failed is not None
+        raise _nodes_error(client, failed)
+    pods: Any
+    try:
+        pods, failed = list_all(client, PODS_PATH, "PodList")
+        if pods is None:
+            assert failed is not None
+            pods = _status_of(failed)
+    except KubeApiError as exc:  # nodes answered, pods did not: unknown, never idle
+        pods = {"kind": "Status", "status": "Failure", "reason": exc.rule, "message": exc.message}
+    runtime_classes: Any
+    try:
+        runtime_classes, failed = list_all(client, RUNTIME_CLASSES_PATH, "RuntimeClassList")
+        if runtime_classes is None:
+            assert failed is not None
+            runtime_classes = None if failed.status == 404 else _status_of(failed)
+    except KubeApiError as exc:
+        runtime_classes = {
+            "kind": "Status",
+            "status": "Failure",
+            "reason": exc.rule,
+            "message": exc.message,
+        }
+    return nodes, pods, runtime_classes
+
+
+def read_snapshot(client: KubeClient) -> ClusterSnapshot:
+    """The cluster ``client`` points at, as a snapshot (see the module docstring)."""
+    nodes, pods, runtime_classes = read_documents(client)
+    return snapshot_from_kubernetes(
+        nodes,
+        pods,
+        runtime_classes,
+        nodes_source="the API's node listing",
+        pods_source="the API's pod listing",
+        runtime_classes_source="the API's RuntimeClass listing",
+    )

@@ -129,6 +129,7 @@ __all__ = [
     "ProcessorNode",
     "ProducerNode",
     "Reason",
+    "RenderOptions",
     "ReplicaDecision",
     "ScalingComparison",
     "ScalingPolicy",
@@ -182,6 +183,7 @@ __all__ = [
     "predict",
     "predict_hpa",
     "remedy",
+    "render",
     "require_valid",
     "simulate",
     "simulate_hpa",
@@ -244,6 +246,7 @@ _LAZY_MODULES = {
         "vfcore.runtime.devices",
     ),
     **dict.fromkeys(("LayoutOptions", "LocalLayout", "local_layout"), "vfcore.runtime.layout"),
+    **dict.fromkeys(("RenderOptions", "render"), "vfcore.runtime.manifests"),
     **dict.fromkeys(
         ("BrokerTopology", "TopologyOptions", "broker_topology"), "vfcore.runtime.topology"
     ),
@@ -282,6 +285,10 @@ def _load(module_name: str) -> object:
         from vfcore.runtime import layout
 
         return layout
+    if module_name == "vfcore.runtime.manifests":
+        from vfcore.runtime import manifests
+
+        return manifests
     from vfcore.runtime import topology
 
     return topology

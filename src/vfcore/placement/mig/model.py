@@ -30,6 +30,12 @@ from vfcore.quantity import PODS
 __all__ = []
 
 
+#: Deterministic seconds for the cards-only solve with CP-SAT's default linearization, before
+#: it goes on with full linearization (which proves the cards of mixed-state nodes faster, and
+#: idle ones slower); and for the tie-breaks (nodes touched, mode changes) at the card count.
+QUICK = 0.3
+TIE_BREAKS = 1.0
+
 #: How far past the fewest nodes the card changes may spread when the pods do not fit
 #: the nodes they touch (their cpu, memory or pod slots): +0, +1, +25 %, +50 %, every node.
 WIDEN: tuple[float, ...] = (0.0, 1e-9, 0.25, 0.5, float("inf"))
@@ -220,6 +226,7 @@ class MixModel:
 
         self.model = cp_model.CpModel()
         self.wall_s = 0.0
+        self.det_s = 0.0
         self._add_pod_counts(require_all)
         self._add_profile_choice()
         self._add_card_layouts()
@@ -233,7 +240,15 @@ class MixModel:
         if lexicographic:
             # cards first, proven on their own; then nodes and mode changes at that card count
             self.model.minimize(sum(self.reconf.values()))
-        solver, code = self._run(budget)
+        solver, code = self._run(min(budget, QUICK) if lexicographic else budget)
+        if lexicographic and budget > QUICK and code in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+            # not proven quickly: go on with the LP relaxation of every constraint (the
+            # min and the big-M of touched nodes), from the solution found
+            if code == cp_model.FEASIBLE:
+                for var in self._all_vars():
+                    self.model.add_hint(var, solver.value(var))
+            solver, code = self._run(budget - self.det_s, linearization=2)
+            self.model.clear_hints()  # type: ignore[no-untyped-call]
         found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         lower: int | None = None
         objective: float | None = None
@@ -246,10 +261,9 @@ class MixModel:
                 self.model.add_hint(var, solver.value(var))
             self.model.add(sum(self.reconf.values()) <= cards_found)
             self.model.minimize(self.secondary)
-            used = solver.response_proto.deterministic_time
             # the tie-breaks get a short budget: proving the fewest nodes is as hard as the
             # cards were before the cut, and a plan's promise is its card count
-            second, code2 = self._run(max(min(budget - used, budget / 30), 0.1))
+            second, code2 = self._run(max(min(budget - self.det_s, TIE_BREAKS), 0.1))
             if code2 in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 solver = second
                 if code != cp_model.OPTIMAL or code2 != cp_model.OPTIMAL:
@@ -301,7 +315,7 @@ class MixModel:
         )
         return MixSolution(status, x, dict(cards), report, lower, changed, touched_nodes)
 
-    def _run(self, deterministic_time: float) -> tuple[Any, Any]:
+    def _run(self, deterministic_time: float, linearization: int | None = None) -> tuple[Any, Any]:
         from ortools.sat.python import cp_model
 
         solver = cp_model.CpSolver()
@@ -310,10 +324,13 @@ class MixModel:
         solver.parameters.num_workers = cfg.num_workers
         solver.parameters.random_seed = cfg.random_seed
         solver.parameters.max_deterministic_time = deterministic_time
+        if linearization is not None:
+            solver.parameters.linearization_level = linearization
         if cfg.max_time_s is not None:
             solver.parameters.max_time_in_seconds = max(cfg.max_time_s - self.wall_s, 0.01)
         code = solver.solve(self.model)
         self.wall_s += solver.wall_time
+        self.det_s += solver.response_proto.deterministic_time
         return solver, code
 
     def _all_vars(self) -> list[Any]:

@@ -353,3 +353,27 @@ def test_an_optimisation_that_gives_up_keeps_the_ffd_packing_and_says_so():
     assert result.report.notes == (
         "cp-sat could not improve on ffd (UNKNOWN); the ffd packing stands",
     )
+
+
+def test_pack_minimises_nodes_on_identical_nodes_with_the_aggregated_model():
+    pods, nodes = gpu_pods(5, 4, 3, 3, 3, 2), gpu_nodes(10, 10, 10)
+    assert len(set(first_fit_decreasing(pods, nodes).values())) == 3  # 5+4 | 3+3+3 | 2
+    result = pack(pods, nodes, config=CONFIG)
+    assert result.feasible is True
+    assert len({n for _, n in result.assignments}) == 2  # 5+3+2 | 4+3+3
+    assert (result.report.method, result.report.objective) == ("cp-sat", 2.0)
+    assert any(note.startswith("aggregated model: 1 node type(s)") for note in result.report.notes)
+    assert result.cards == ()  # whole GPUs: no card is named
+    assert check_placement(pods, nodes, result.assignments) == ()
+
+
+def test_pack_applies_the_callers_extra_reasons():
+    pods, nodes = gpu_pods(1, 1), gpu_nodes(2, 2)
+    result = pack(
+        pods,
+        nodes,
+        config=CONFIG,
+        extra_reasons=lambda pod, n: ("n0 is reserved",) if n.name == "n0" else (),
+    )
+    assert result.feasible is True
+    assert {n for _, n in result.assignments} == {"n1"}

@@ -26,7 +26,10 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from vfadapters.cli import (
+    broker_setup_command,
     dead_letters_command,
+    deploy_command,
+    dockerfile_command,
     explain,
     plan,
     run_command,
@@ -43,7 +46,17 @@ from vfadapters.cli.output import (
 )
 
 #: The command modules, in the order ``vf --help`` lists them.
-COMMANDS = (explain, plan, scale, run_command, worker_command, dead_letters_command)
+COMMANDS = (
+    explain,
+    plan,
+    scale,
+    run_command,
+    worker_command,
+    dead_letters_command,
+    deploy_command,
+    dockerfile_command,
+    broker_setup_command,
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -651,13 +651,16 @@ def _node_objects(
             }
         )
     else:
+        # A Deployment KEDA scales leaves `replicas` to the HPA: applying it again would
+        # reset what the HPA chose (KEDA starts it at minReplicaCount = nb_tasks).
+        count = {} if node.name in ctx.scaled else {"replicas": replicas}
         out.append(
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
                 "metadata": _meta(ctx, name, labels, node.name),
                 "spec": {
-                    "replicas": replicas,
+                    **count,
                     "selector": {"matchLabels": selector},
                     "template": {
                         "metadata": template_meta,

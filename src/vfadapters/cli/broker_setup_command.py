@@ -1,0 +1,78 @@
+"""``vf broker-setup FLOW --broker URL --run ID``: create a run's streams and consumers.
+
+What the setup Job of a Kubernetes deploy runs before any worker starts (the
+workers run with ``--no-create``): every stream, consumer and the control bucket
+that :func:`vfcore.broker_topology` lists and the server lacks; what exists is
+left alone, so running it twice is harmless. ``--wait S`` retries the first
+connection for up to S seconds (the broker's pod may still be starting).
+Exit codes: 0 done, 1 the broker refused, 2 bad input or no broker within
+``--wait``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from vfadapters.cli.output import EXIT_OK
+
+
+def register(sub: Any) -> None:
+    from vfadapters.cli.worker_command import add_broker_options
+
+    p = sub.add_parser(
+        "broker-setup",
+        help="create a run's NATS JetStream streams and consumers (a deploy's setup Job)",
+        description="Create every stream, consumer and the control bucket of run ID of the "
+        "flow that the server lacks (what `vf worker` creates itself without --no-create). "
+        "Kubernetes deploys run it once, before the workers.",
+    )
+    p.add_argument("flow", metavar="FLOW", help="flow.py or flow.py:factory")
+    p.add_argument("--broker", required=True, metavar="URL", help="nats://host:port")
+    p.add_argument("--run", required=True, metavar="ID", help="the run id (names every stream)")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="retry the first connection for up to S seconds (0: one attempt)",
+    )
+    add_broker_options(p)
+    p.set_defaults(handler=_cmd_broker_setup)
+
+
+def _cmd_broker_setup(args: argparse.Namespace) -> int:
+    from vfadapters.broker.client import Bridge, ensure_topology
+    from vfadapters.cli.worker_command import load_runnable, topology_options
+    from vfcore import InvalidInputError
+    from vfcore.runtime import broker_topology, check_run_id
+
+    run_id = check_run_id(args.run)
+    if args.wait < 0:
+        raise InvalidInputError(
+            "invalid-option", f"--wait {args.wait:g} is negative", "use 0 or more"
+        )
+    _, spec = load_runnable(args.flow)
+    topo = broker_topology(spec, run_id, topology_options(args))
+    deadline = time.monotonic() + args.wait
+    while True:
+        bridge = Bridge()
+        try:
+            bridge.connect(args.broker, name=f"vf broker-setup run {run_id}")
+            break
+        except InvalidInputError:
+            bridge.close()
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+    try:
+        bridge.run(ensure_topology(bridge.nc, topo), timeout_s=60)
+    finally:
+        bridge.close()
+    doc = topo.to_dict()
+    print(
+        f"run {run_id} of {spec.name}: {len(doc['streams']) + 1} streams, "
+        f"{len(topo.consumers)} consumers and bucket {topo.control.bucket} ready on {args.broker}"
+    )
+    return EXIT_OK

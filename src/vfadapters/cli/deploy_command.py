@@ -1,0 +1,307 @@
+"""``vf deploy FLOW --image IMAGE``: render a run's Kubernetes objects, and apply them.
+
+The objects come from :func:`vfcore.render` (pure); this module parses the
+flags into :class:`vfcore.RenderOptions`. ``--render-only`` stops there:
+``-o DIR`` writes one YAML file per object, named ``NN-<kind>-<name>.yaml``
+with ``NN`` the apply order (so ``kubectl apply -f DIR`` applies them in that
+order), and without ``-o`` every object goes to stdout as one multi-document
+YAML stream. Otherwise :func:`apply_and_wait` plans against the live cluster,
+applies and waits (docs/kubernetes.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vfadapters.cli.output import EXIT_OK
+
+#: Where ``vf dockerfile`` puts the flow file in the image.
+APP_DIR = "/app"
+
+
+def register(sub: Any) -> None:
+    from vfadapters.kubernetes.client import add_connection_options
+
+    p = sub.add_parser(
+        "deploy",
+        help="render a flow's Kubernetes objects and deploy them (--render-only: YAML)",
+        description="Render every Kubernetes object of one run of the flow (workers running "
+        "`vf worker`, a NATS JetStream broker unless --broker, the setup Job, PDBs, KEDA "
+        "ScaledObjects with --autoscaling) and apply them; --render-only writes them as YAML.",
+    )
+    p.add_argument("flow", metavar="FLOW", help="flow.py or flow.py:factory")
+    p.add_argument(
+        "--image",
+        required=True,
+        metavar="IMAGE",
+        help="the container image with the flow's code and vfcore (see `vf dockerfile FLOW`)",
+    )
+    p.add_argument(
+        "--run",
+        default=None,
+        metavar="ID",
+        help="the run id (names every object and stream; default: r<UTC time>, e.g. "
+        "r20261203-101500)",
+    )
+    p.add_argument("--namespace", default="default", metavar="NS", help="namespace (default)")
+    p.add_argument(
+        "--flow-path",
+        default=None,
+        metavar="PATH",
+        help=f"the flow file inside the image (default: {APP_DIR}/<FLOW's file name>, where "
+        "`vf dockerfile` copies it)",
+    )
+    p.add_argument(
+        "--render-only",
+        action="store_true",
+        help="write the objects as YAML and stop (no cluster needed)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="DIR",
+        help="with --render-only: write one NN-<kind>-<name>.yaml per object into DIR "
+        "(default: one multi-document YAML on stdout)",
+    )
+    p.add_argument(
+        "--broker",
+        default=None,
+        metavar="URL",
+        help="an existing NATS JetStream server (nats://host:port); default: deploy one",
+    )
+    p.add_argument(
+        "--broker-monitoring",
+        default=None,
+        metavar="HOST:PORT",
+        help="the broker's monitoring endpoint KEDA reads (default: the broker's host, :8222)",
+    )
+    p.add_argument(
+        "--broker-image", default=None, metavar="IMAGE", help="the NATS image (nats:2.11)"
+    )
+    p.add_argument(
+        "--broker-storage", default="10Gi", metavar="Q", help="the broker's volume size (10Gi)"
+    )
+    p.add_argument("--broker-storage-class", default=None, metavar="NAME", help="its StorageClass")
+    p.add_argument(
+        "--gpu-mode",
+        default="exclusive",
+        metavar="MODE",
+        help="exclusive (whole GPUs), shared (runtime class, no GPU limit) or mix (MIG slices)",
+    )
+    p.add_argument(
+        "--gpu-resource-name", default=None, metavar="R", help="GPU resource (nvidia.com/gpu)"
+    )
+    p.add_argument(
+        "--gpu-runtime-class",
+        default=None,
+        metavar="NAME",
+        help="runtimeClassName of GPU pods (required with --gpu-mode shared)",
+    )
+    p.add_argument(
+        "--gpu-node-selector",
+        default="nvidia.com/gpu.present=true",
+        metavar="KEY=VALUE",
+        help="the GPU pool's node label (nvidia.com/gpu.present=true)",
+    )
+    p.add_argument(
+        "--mig",
+        action="append",
+        default=[],
+        metavar="NODE=RESOURCE[@PRODUCT]",
+        help="--gpu-mode mix: the MIG resource a node's pods request, and the GPU product "
+        "they need (nvidia.com/gpu.product); a deploy takes them from the plan",
+    )
+    p.add_argument(
+        "--resources",
+        action="append",
+        default=[],
+        metavar="NODE=cpu:Q,memory:Q",
+        help="per-node requests overriding the flow's requests= (repeatable)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for every worker (repeatable)",
+    )
+    p.add_argument(
+        "--autoscaling",
+        action="store_true",
+        help="a KEDA ScaledObject per autoscalable REALTIME processor",
+    )
+    p.add_argument(
+        "--gpu-autoscaling", action="store_true", help="let KEDA scale GPU processors too"
+    )
+    p.add_argument("--max-replicas", type=int, default=10, metavar="N", help="KEDA's maximum (10)")
+    p.add_argument(
+        "--lag-threshold",
+        type=int,
+        default=10,
+        metavar="N",
+        help="messages waiting per replica before KEDA adds one (10)",
+    )
+    # -- applying (apply_and_wait) ---------------------------------------------
+    p.add_argument(
+        "--dry-run",
+        choices=("server",),
+        default=None,
+        help="server: send every object with dryRun=All (the API server validates, "
+        "nothing is stored)",
+    )
+    p.add_argument(
+        "--strict-preflight",
+        action="store_true",
+        help="refuse to deploy when the plan is unknown or the scheduler would strand pods",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="give up waiting after S seconds (600)",
+    )
+    add_connection_options(p)
+    p.set_defaults(handler=_cmd_deploy)
+
+
+def _pairs(values: list[str], flag: str, example: str) -> dict[str, str]:
+    from vfcore import InvalidInputError
+
+    out: dict[str, str] = {}
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key.strip() or not rest.strip():
+            raise InvalidInputError(
+                "invalid-option", f"{flag} {value!r} is not KEY=VALUE", f"write {flag} {example}"
+            )
+        out[key.strip()] = rest.strip()
+    return out
+
+
+def default_run_id() -> str:
+    return time.strftime("r%Y%m%d-%H%M%S", time.gmtime())
+
+
+def render_options(args: argparse.Namespace, flow_file: str) -> Any:
+    """The :class:`vfcore.RenderOptions` the flags ask for."""
+    from vfcore import InvalidInputError
+    from vfcore.placement.claims import parse_resources_option
+    from vfcore.runtime.manifests import RenderOptions
+
+    selector = _pairs(
+        [args.gpu_node_selector], "--gpu-node-selector", "nvidia.com/gpu.present=true"
+    )
+    mig: dict[str, tuple[str, str | None]] = {}
+    for node, choice in _pairs(
+        args.mig, "--mig", "pose=nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-40GB"
+    ).items():
+        resource, _, product = choice.partition("@")
+        mig[node] = (resource, product or None)
+    resources: dict[str, dict[str, str]] = {}
+    for text in args.resources:
+        for node, entries in parse_resources_option(text).items():
+            resources.setdefault(node, {}).update(entries)
+    if args.output is not None and not args.render_only:
+        raise InvalidInputError(
+            "invalid-option",
+            "-o/--output writes YAML, which only --render-only does",
+            "add --render-only, or drop -o",
+        )
+    extra: dict[str, Any] = {}
+    if args.broker_image is not None:
+        extra["broker_image"] = args.broker_image
+    return RenderOptions(
+        image=args.image,
+        run_id=args.run or default_run_id(),
+        namespace=args.namespace,
+        flow_path=args.flow_path or f"{APP_DIR}/{flow_file}",
+        broker_url=args.broker,
+        broker_monitoring=args.broker_monitoring,
+        broker_storage=args.broker_storage,
+        broker_storage_class=args.broker_storage_class,
+        gpu_mode=args.gpu_mode,
+        gpu_resource_name=args.gpu_resource_name,
+        gpu_runtime_class=args.gpu_runtime_class,
+        gpu_node_selector=next(iter(selector.items())),
+        mig=mig,
+        resources=resources,
+        env=_pairs(args.env, "--env", "LOG_LEVEL=info"),
+        keda=args.autoscaling,
+        gpu_autoscaling=args.gpu_autoscaling,
+        max_replicas=args.max_replicas,
+        lag_threshold=args.lag_threshold,
+        **extra,
+    )
+
+
+def to_yaml(obj: dict[str, Any]) -> str:
+    """One object as YAML, keys in render order (the same bytes for the same object)."""
+    import yaml
+
+    text: str = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return text
+
+
+def file_name(index: int, obj: dict[str, Any]) -> str:
+    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+
+
+def write_objects(objects: tuple[dict[str, Any], ...], out_dir: Path | None) -> list[Path]:
+    """``-o DIR``: one file per object (stale ``NN-*.yaml`` of an earlier render removed)."""
+    if out_dir is None:
+        sys.stdout.write("".join(f"---\n{to_yaml(o)}" for o in objects))
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("[0-9][0-9]-*.yaml"):
+        old.unlink()
+    paths = []
+    for i, obj in enumerate(objects):
+        path = out_dir / file_name(i, obj)
+        path.write_text(to_yaml(obj), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def _cmd_deploy(args: argparse.Namespace) -> int:
+    from vfadapters.cli.worker_command import load_runnable
+    from vfadapters.loading import split_target
+    from vfcore.runtime.manifests import render
+
+    path, factory = split_target(args.flow)
+    flow_file = path.name + (f":{factory}" if factory else "")
+    _, spec = load_runnable(args.flow)
+    options = render_options(args, flow_file)
+    objects = render(spec, options)
+    if args.render_only:
+        out = None if args.output is None else Path(args.output)
+        paths = write_objects(objects, out)
+        if out is not None:
+            print(
+                f"rendered {len(paths)} objects of run {options.run_id} of {spec.name} into "
+                f"{out} (kubectl apply -f {out} applies them in order)",
+                file=sys.stderr,
+            )
+        return EXIT_OK
+    return apply_and_wait(args, objects)
+
+
+# ---------------------------------------------------------------------------
+# apply_and_wait: OWNED BY THE LIVE-CLUSTER HELPER (issue 14, item 4-6).
+# Preflight from the live cluster, server-side apply in dependency order
+# (field manager `vf`), --dry-run=server, the wait loop. Until it is built,
+# `vf deploy` without --render-only refuses with `deploy-not-built`.
+# ---------------------------------------------------------------------------
+def apply_and_wait(args: argparse.Namespace, objects: tuple[dict[str, Any], ...]) -> int:
+    from vfcore import InvalidInputError
+
+    raise InvalidInputError(
+        "deploy-not-built",
+        f"applying to a cluster is not built yet ({len(objects)} objects rendered)",
+        "use --render-only -o DIR and `kubectl apply -f DIR`",
+    )

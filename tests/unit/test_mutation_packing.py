@@ -377,3 +377,22 @@ def test_pack_applies_the_callers_extra_reasons():
     )
     assert result.feasible is True
     assert {n for _, n in result.assignments} == {"n1"}
+
+
+def test_the_reports_of_an_empty_packing_and_of_ffd_alone():
+    empty = pack([], gpu_nodes(1), config=CONFIG).report
+    assert (empty.objective, empty.deterministic) == (0.0, True)
+    plain = pack(gpu_pods(1, 1), gpu_nodes(1, 2), config=SolverConfig(optimize=False)).report
+    assert (plain.status, plain.method, plain.deterministic, plain.notes) == (
+        "FEASIBLE",
+        "ffd",
+        True,
+        (),
+    )
+
+
+def test_when_ffd_is_already_optimal_cp_sat_confirms_it():
+    result = pack(gpu_pods(2, 2), gpu_nodes(2, 2), config=CONFIG)
+    assert (result.report.method, result.report.objective) == ("cp-sat", 2.0)
+    assert result.report.status in ("OPTIMAL", "FEASIBLE")
+    assert result.assignments == (("w/0", "n0"), ("w/1", "n1"))

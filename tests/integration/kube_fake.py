@@ -92,6 +92,8 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         self.applies: list[dict[str, Any]] = []
         self.logs: dict[tuple[str, str], str] = {}
         self.version = 100
+        #: Emulate the Job controller: a Job applied is stored with ``Complete=True``.
+        self.complete_jobs = False
 
     async def _serve_list(self, request: rendering.Request) -> Any:
         doc = await super()._serve_list(request)
@@ -188,6 +190,11 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
             else:
                 merged_meta["resourceVersion"] = meta.get("resourceVersion")
                 merged_meta["generation"] = generation
+            if changed and not dry and self.complete_jobs and request.resource.plural == "jobs":
+                merged["status"] = {
+                    "succeeded": 1,
+                    "conditions": [{"type": "Complete", "status": "True"}],
+                }
             if changed and not dry:
                 if exists:
                     self._objects[key].create(merged)  # a new version, whole

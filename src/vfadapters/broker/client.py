@@ -18,7 +18,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import socket
 import threading
+import urllib.parse
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -40,14 +42,24 @@ T = TypeVar("T")
 NOT_FOUND_CODES = frozenset({10014, 10059, 10037})  # consumer, stream, no message
 
 
-class BrokerError(RuntimeError):
-    """The server refused or did not answer; ``rule`` is a stable kebab-case id."""
+class BrokerError(InvalidInputError):
+    """The server refused what the run asked (``rule``: a stable kebab-case id; the CLI shows it)."""
 
-    def __init__(self, rule: str, message: str, hint: str = "") -> None:
-        super().__init__(f"{message}" + (f" ({hint})" if hint else ""))
-        self.rule = rule
-        self.message = message
-        self.hint = hint
+
+def check_broker_url(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``nats://`` (or ``tls://``) URL; ``invalid-broker-url`` otherwise."""
+    parsed = urllib.parse.urlsplit(url.split(",")[0].strip())
+    try:
+        port = parsed.port or 4222
+    except ValueError:
+        port = -1
+    if parsed.scheme not in ("nats", "tls") or not parsed.hostname or not 0 < port < 65536:
+        raise InvalidInputError(
+            "invalid-broker-url",
+            f"--broker {url!r} is not a NATS URL (nats://host:port)",
+            "write nats://host:4222 (tls://… for TLS), or --broker embedded with vf run",
+        )
+    return parsed.hostname, port
 
 
 def is_not_found(error: dict[str, Any] | None) -> bool:
@@ -88,8 +100,25 @@ class Bridge:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def connect(self, url: str, *, name: str, connect_timeout_s: float = 5.0) -> None:
-        """Connect (once, bounded); afterwards nats-py reconnects on its own, forever."""
+        """Connect (once, bounded); afterwards nats-py reconnects on its own, forever.
+
+        The server is first reached with a plain TCP connection, so that a refused
+        or unroutable address fails at once with the reason (nats-py, told to
+        reconnect forever, would retry the first connection until the timeout).
+        """
         import nats
+
+        host, port = check_broker_url(url)
+        try:
+            with socket.create_connection((host, port), timeout=connect_timeout_s):
+                pass
+        except OSError as exc:
+            raise InvalidInputError(
+                "broker-unreachable",
+                f"cannot connect to the NATS server at {url}: {exc.strerror or exc}",
+                "start one (nats-server -js) or use --broker embedded; check host, port and "
+                "that JetStream is enabled",
+            ) from None
 
         async def on_disconnect() -> None:
             self.disconnected = True
@@ -114,12 +143,15 @@ class Bridge:
                 error_cb=on_error,
             )
 
+        future = self.submit(self._first_connect(go))
         try:
-            self.nc = self.run(self._first_connect(go), timeout_s=connect_timeout_s + 5)
+            self.nc = future.result(connect_timeout_s + 5)
         except Exception as exc:
+            future.cancel()
             raise InvalidInputError(
                 "broker-unreachable",
-                f"cannot connect to the NATS server at {url}: {type(exc).__name__}: {exc}",
+                f"cannot connect to the NATS server at {url}: {type(exc).__name__}"
+                + (f": {exc}" if str(exc) else f" after {connect_timeout_s:g} s"),
                 "start one (nats-server -js) or use --broker embedded; check host, port and "
                 "that JetStream is enabled",
             ) from None
@@ -139,6 +171,16 @@ class Bridge:
             except Exception:
                 with contextlib.suppress(Exception):
                     self.run(nc.close(), timeout_s=2)
+
+        async def cancel_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        if nc is None:  # a connection attempt may still be pending: end it quietly
+            with contextlib.suppress(Exception):
+                self.run(cancel_rest(), timeout_s=5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=5)
 
@@ -205,5 +247,6 @@ async def delete_topology(nc: Any, topo: BrokerTopology) -> None:
     info = await api_request(nc, f"$JS.API.STREAM.INFO.{dlq}")
     if not info.get("error") and info.get("state", {}).get("messages", 0) == 0:
         await api_request(nc, f"$JS.API.STREAM.DELETE.{dlq}")
-    for bucket in (f"KV_{topo.control.bucket}", f"OBJ_{topo.control.objects}"):
+    # the KV bucket's stream is KV_<bucket>; the large-payload bucket is a stream of its own name
+    for bucket in (f"KV_{topo.control.bucket}", topo.control.objects):
         await api_request(nc, f"$JS.API.STREAM.DELETE.{bucket}")

@@ -113,12 +113,25 @@ async def replay_letters(
                     spec.node(node), trace_id=trace_id, metadata=meta or {}, strategy=edge.strategy
                 )
             ]
-        await js.publish(
-            subject,
-            letter.data,
-            timeout=10.0,
-            headers={"Nats-Msg-Id": f"replay.{stream}.{letter.seq}"},
-        )
+        try:
+            await js.publish(
+                subject,
+                letter.data,
+                timeout=10.0,
+                headers={"Nats-Msg-Id": f"replay.{stream}.{letter.seq}"},
+            )
+        except Exception as exc:  # the letter stays where it is: nothing is lost
+            import nats.js.errors
+
+            if isinstance(exc, nats.js.errors.NoStreamResponseError):
+                why = (
+                    f"the run's stream for {parent} → {node} is gone (the run ended without "
+                    "--keep-streams): run the flow again with this --run to recreate it"
+                )
+            else:
+                why = f"publishing it failed: {type(exc).__name__}: {exc}"
+            skipped.append((letter, why))
+            continue
         await api_request(nc, f"$JS.API.STREAM.MSG.DELETE.{stream}", {"seq": letter.seq})
         replayed += 1
     return replayed, skipped

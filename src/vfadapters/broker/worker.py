@@ -86,14 +86,14 @@ def replica_from_env(env: dict[str, str] | None = None) -> int | None:
     for key in ("VF_REPLICA", "JOB_COMPLETION_INDEX"):
         value = env.get(key, "").strip()
         if value:
-            if not value.isdigit():
+            if not (value.isascii() and value.isdigit()):
                 raise ValueError(f"{key}={value!r} is not a replica index (0, 1, 2, ...)")
             return int(value)
     for key in ("POD_NAME", "HOSTNAME"):
         value = env.get(key, "").strip()
         if value and "-" in value:
             ordinal = value.rsplit("-", 1)[1]
-            if ordinal.isdigit():
+            if ordinal.isascii() and ordinal.isdigit():
                 return int(ordinal)
     return None
 
@@ -483,7 +483,10 @@ class BrokerWorker(Worker):
             _, phase, error, tb = event
             self.state = "failed"
             self.error = {"phase": phase, "error": error}
-            sys.stderr.write(f"[{self.name}] failed in {phase}(): {error}\n{tb}")
+            # the node's own code gets its traceback; the transport's failures
+            # (connecting, finishing) say what failed and why, without one
+            own = phase not in ("connect", "finish")
+            sys.stderr.write(f"[{self.name}] failed in {phase}(): {error}\n" + (tb if own else ""))
         elif kind == "log":
             sys.stderr.write(event[2] + "\n")
 

@@ -164,9 +164,9 @@ def register(sub: Any) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from vfadapters.local import GpuRefusedError, run
 
-    if args.broker is not None:
-        return _finish(_run_on_broker(args), args)
     try:
+        if args.broker is not None:
+            return _finish(_run_on_broker(args), args)
         summary = run(
             args.flow,
             drain_timeout_s=args.drain_timeout,

@@ -34,6 +34,8 @@ from vfadapters.cli import (
     plan,
     run_command,
     scale,
+    status_command,
+    teardown_command,
     worker_command,
 )
 from vfadapters.cli.output import (
@@ -54,6 +56,8 @@ COMMANDS = (
     worker_command,
     dead_letters_command,
     deploy_command,
+    status_command,
+    teardown_command,
     dockerfile_command,
     broker_setup_command,
 )

@@ -298,10 +298,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
 # `vf deploy` without --render-only refuses with `deploy-not-built`.
 # ---------------------------------------------------------------------------
 def apply_and_wait(args: argparse.Namespace, objects: tuple[dict[str, Any], ...]) -> int:
-    from vfcore import InvalidInputError
+    """Preflight on the live cluster, server-side apply, wait (vfadapters.kubernetes.deploy)."""
+    from vfadapters.kubernetes.deploy import apply_and_wait as deploy
 
-    raise InvalidInputError(
-        "deploy-not-built",
-        f"applying to a cluster is not built yet ({len(objects)} objects rendered)",
-        "use --render-only -o DIR and `kubectl apply -f DIR`",
-    )
+    return deploy(args, objects)

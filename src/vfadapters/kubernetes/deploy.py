@@ -1,0 +1,297 @@
+"""``vf deploy`` after render: preflight on the live cluster, server-side apply, the wait loop.
+
+:func:`apply_and_wait` is what :mod:`vfadapters.cli.deploy_command` calls with
+the rendered objects:
+
+1. **Preflight**: the live snapshot (:func:`.snapshot.read_snapshot`) and
+   vfcore's exact plan (:func:`vfcore.placement.plan.plan`) with the deploy's GPU
+   options. :func:`preflight_refusal` decides: ``does-not-fit`` or a plan
+   problem of severity error is always refused (exit 3) with the plan's reasons
+   and fixes; with ``--strict-preflight`` an ``unknown`` verdict (say, a
+   refused pod listing) or a scheduler model that strands pods (even with its
+   remedy) is refused too; without it they are printed as warnings.
+2. **Apply** (:func:`.apply.apply_objects`): dependency order, field manager
+   ``vf``; ``--dry-run=server`` sends ``dryRun=All`` and stops there.
+3. **Wait** (:func:`.wait.wait_for_run`): BATCH until every Job completes,
+   REALTIME until every workload is ready; an unschedulable pod shows the
+   scheduler's message next to vfcore's explanation (from the same plan); Ctrl-C
+   leaves the run and prints the ``vf teardown`` command.
+
+Exit codes: 0 done (or dry run applied), 1 the run failed / could not be read /
+timed out, 3 preflight refused, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+__all__ = [
+    "PreflightRefusal",
+    "apply_and_wait",
+    "explainer",
+    "preflight_refusal",
+    "run_live_plan",
+    "teardown_command",
+]
+
+EXIT_OK, EXIT_RUNTIME, EXIT_STRICT, EXIT_STOPPED = 0, 1, 3, 130
+
+
+@dataclass(frozen=True)
+class PreflightRefusal:
+    """Why the deploy is refused: a stable ``rule``, what, and what to do."""
+
+    rule: str
+    message: str
+    hint: str
+
+
+def _few(items: Sequence[str], limit: int = 10) -> str:
+    shown = "; ".join(items[:limit])
+    return shown + (f"; … and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def preflight_refusal(result: Any, *, strict: bool) -> tuple[PreflightRefusal | None, list[str]]:
+    """``(refusal or None, warnings)`` for a :class:`vfcore.placement.plan.Plan`."""
+    warnings: list[str] = []
+    hint_plan = "run `vf plan FLOW --kube` for the whole plan"
+    if result.verdict == "does-not-fit":
+        reasons = [u.summary + (f" (fix: {u.fix})" if u.fix else "") for u in result.unplaced]
+        fix = result.fix
+        return (
+            PreflightRefusal(
+                "preflight-does-not-fit",
+                f"the flow does not fit on the cluster: {_few(reasons)}",
+                (f"smallest change that makes it fit: {fix}; " if fix else "") + hint_plan,
+            ),
+            warnings,
+        )
+    errors = [p for p in result.problems if p.is_error]
+    if errors:
+        return (
+            PreflightRefusal(
+                "preflight-" + errors[0].id,
+                _few([p.message for p in errors]),
+                _few([p.hint for p in errors]),
+            ),
+            warnings,
+        )
+    for p in result.problems:
+        warnings.append(f"{p.severity}: {p.id}: {p.message} (hint: {p.hint})")
+    if result.verdict == "unknown":
+        said = _few([f"{u.what}: {u.reason}" for u in result.unknown])
+        if strict:
+            return (
+                PreflightRefusal(
+                    "preflight-unknown",
+                    f"whether the flow fits is unknown: {said}",
+                    "make the unknown readable (e.g. `list pods` for the deploying user; "
+                    "docs/kubernetes.md, RBAC), or drop --strict-preflight",
+                ),
+                warnings,
+            )
+        warnings.append(f"whether the flow fits is unknown: {said}")
+    sched = result.scheduler
+    if sched is not None and sched.verdict_with_remedy != "lands":
+        said = f"the kube-scheduler model says: {sched.verdict_with_remedy}"
+        if strict:
+            return (
+                PreflightRefusal(
+                    "preflight-strands",
+                    f"{said}; pods may be left Pending even though an exact placement exists",
+                    f"{hint_plan}; apply its remedy, or drop --strict-preflight",
+                ),
+                warnings,
+            )
+        warnings.append(said)
+    return None, warnings
+
+
+def _selector_pair(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        from vfcore import InvalidInputError
+
+        raise InvalidInputError(
+            "invalid-node-selector",
+            f"--gpu-node-selector {text!r} is not KEY=VALUE",
+            "write it like --gpu-node-selector nvidia.com/gpu.present=true",
+        )
+    return key, value
+
+
+def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> Any:
+    """vfcore's plan of ``spec`` on the live cluster, with the deploy's GPU options."""
+    from vfadapters.kubernetes.snapshot import read_snapshot
+    from vfcore.placement.claims import parse_resources_option
+    from vfcore.placement.plan import plan
+
+    resources: dict[str, dict[str, str]] = {}
+    for text in getattr(args, "resources", None) or []:
+        for node, entries in parse_resources_option(text).items():
+            resources.setdefault(node, {}).update(entries)
+    cluster = read_snapshot(client)
+    return plan(
+        spec,
+        cluster,
+        gpu_mode=getattr(args, "gpu_mode", "exclusive"),
+        gpu_resource_name=getattr(args, "gpu_resource_name", None),
+        gpu_runtime_class=getattr(args, "gpu_runtime_class", None),
+        gpu_node_selector=_selector_pair(getattr(args, "gpu_node_selector", None)),
+        resources=resources,
+    )
+
+
+def explainer(result: Any, spec: Any, run_id: str) -> Any:
+    """``pod → vfcore's explanation`` for an unschedulable pod, from the preflight plan."""
+    from vfcore.flow.names import physical_name
+
+    by_label = {physical_name(n.name, flow=spec.name, run=run_id).k8s: n.name for n in spec.nodes}
+    sched = "not modelled" if result.scheduler is None else result.scheduler.verdict_with_remedy
+
+    def explain(pod: Mapping[str, Any]) -> str | None:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        node = by_label.get(labels.get("vfcore.io/node", ""))
+        if node is None:
+            return None
+        unplaced = [u.summary for u in result.unplaced if u.pod.split("/")[0] == node]
+        if unplaced:
+            return _few(unplaced)
+        placed = sorted(
+            f"{pod_name} on {host}"
+            for pod_name, host in result.assignments
+            if pod_name.split("/")[0] == node
+        )
+        return (
+            f"the preflight plan ({result.verdict}, kube-scheduler model: {sched}) placed "
+            f"{_few(placed) or 'nothing'} for node {node}; the cluster has changed since, or "
+            "other pods were placed first"
+        )
+
+    return explain
+
+
+def teardown_command(args: argparse.Namespace, run_id: str) -> str:
+    parts = ["vf", "teardown", str(args.flow), "--run", run_id]
+    if getattr(args, "namespace", "default") != "default":
+        parts += ["--namespace", args.namespace]
+    for flag in ("context", "kubeconfig"):
+        value = getattr(args, flag, None)
+        if value:
+            parts += [f"--{flag}", str(value)]
+    import shlex
+
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _run_of(objects: Sequence[Mapping[str, Any]]) -> str:
+    for obj in objects:
+        run = ((obj.get("metadata") or {}).get("labels") or {}).get("vfcore.io/run")
+        if isinstance(run, str) and run:
+            return run
+    return "?"
+
+
+def apply_and_wait(
+    args: argparse.Namespace,
+    objects: Sequence[Mapping[str, Any]],
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Preflight, apply and wait; see the module docstring. Returns the exit code."""
+    from vfadapters.cli.worker_command import load_runnable
+    from vfadapters.kubernetes.apply import apply_objects
+    from vfadapters.kubernetes.client import KubeApiError, connect_from_args
+    from vfadapters.kubernetes.wait import WaitOptions, expected_from_objects, wait_for_run
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    _, spec = load_runnable(args.flow)
+    run_id = _run_of(objects)
+    namespace = getattr(args, "namespace", "default")
+
+    def report(rule: str, message: str, hint: str) -> None:
+        err.write(f"error: {rule}\n  {message}\n  hint: {hint}\n")
+
+    try:
+        client = connect_from_args(args)
+        err.write(f"preflight: planning {spec.name} on {client.where}…\n")
+        result = run_live_plan(client, spec, args)
+        refusal, warnings = preflight_refusal(
+            result, strict=bool(getattr(args, "strict_preflight", False))
+        )
+        for w in warnings:
+            err.write(f"preflight warning: {w}\n")
+        if refusal is not None:
+            report(refusal.rule, refusal.message, refusal.hint)
+            return EXIT_STRICT
+        err.write(
+            f"preflight: {result.verdict}"
+            + (
+                ""
+                if result.scheduler is None
+                else f", kube-scheduler model: {result.scheduler.verdict_with_remedy}"
+            )
+            + "\n"
+        )
+        dry_run = getattr(args, "dry_run", None) == "server"
+        applied = apply_objects(
+            client,
+            objects,
+            dry_run=dry_run,
+            force_conflicts=bool(getattr(args, "force_conflicts", False)),
+        )
+    except KubeApiError as exc:
+        report(exc.rule, exc.message, exc.hint)
+        return EXIT_RUNTIME
+    for a in applied.applied:
+        out.write(a.line(dry_run) + "\n")
+    counts = applied.counts()
+    out.write(
+        f"run {run_id} of {spec.name} in {namespace}: {counts['created']} created, "
+        f"{counts['configured']} configured, {counts['unchanged']} unchanged"
+        + (" (server dry run: nothing stored)" if dry_run else "")
+        + "\n"
+    )
+    if dry_run or getattr(args, "no_wait", False):
+        return EXIT_OK
+    from vfcore.runtime.manifests import run_selector
+
+    jobs, workloads = expected_from_objects(objects)
+    opts = WaitOptions(
+        namespace=namespace,
+        selector=run_selector(spec.name, run_id),
+        flow_type=str(spec.flow_type),
+        jobs=jobs,
+        workloads=workloads,
+        timeout_s=getattr(args, "timeout", None),
+        unschedulable_grace_s=float(getattr(args, "unschedulable_grace", 60.0) or 60.0),
+        explain=explainer(result, spec, run_id),
+    )
+    teardown = teardown_command(args, run_id)
+    err.write(f"waiting for run {run_id} (Ctrl-C leaves it running; `{teardown}` removes it)\n")
+
+    def say(text: str) -> None:
+        err.write(f"  {text}\n")
+
+    outcome = wait_for_run(client, opts, progress=say)
+    if outcome.ok:
+        out.write(f"{outcome.message} ({outcome.waited_s:.0f} s)\n")
+        return EXIT_OK
+    if outcome.outcome == "interrupted":
+        err.write(f"interrupted: run {run_id} left in place; remove it with:\n  {teardown}\n")
+        return EXIT_STOPPED
+    report(
+        f"run-{outcome.outcome}",
+        outcome.message,
+        f"the run was left in place for inspection (`vf status {args.flow} --run {run_id}`); "
+        f"remove it with `{teardown}`",
+    )
+    return EXIT_RUNTIME

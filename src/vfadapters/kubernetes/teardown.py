@@ -1,0 +1,157 @@
+"""Deleting exactly what one run created: by the run's label selector, then waiting until gone.
+
+:func:`teardown` lists every kind a run may hold in its namespace with the
+run's selector (``app.kubernetes.io/managed-by=vf,vfcore.io/flow=<flow
+label>,vfcore.io/run=<run id>``), deletes each object found with
+``propagationPolicy=Background`` (the garbage collector removes a Job's or a
+Deployment's pods; pods a controller owns are not deleted one by one, so a
+ReplicaSet does not replace them), scalers and PDBs first, the broker last, and
+polls until none is left — pods included, since they carry the run's labels —
+or ``timeout_s`` passes. (Background rather than Foreground: a Foreground
+deletion waits on the garbage collector's finalizer, which a control plane
+without kube-controller-manager never removes.) The broker's PersistentVolumeClaims carry the run's
+labels (the StatefulSet's claim template sets them), so they go too.
+
+Nothing else is touched: an object without every label of the selector is
+never listed, so never deleted. A listing that fails is an error (the run's
+state is unknown), never "nothing to delete".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vfadapters.kubernetes.client import KubeApiError, KubeClient, object_path
+from vfadapters.kubernetes.snapshot import list_all
+
+__all__ = ["TEARDOWN_KINDS", "TeardownReport", "find_run_objects", "teardown"]
+
+#: (kind, apiVersion, plural) in deletion order: scalers first, broker storage last.
+TEARDOWN_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("ScaledObject", "keda.sh/v1alpha1", "scaledobjects"),
+    ("HorizontalPodAutoscaler", "autoscaling/v2", "horizontalpodautoscalers"),
+    ("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
+    ("Deployment", "apps/v1", "deployments"),
+    ("Job", "batch/v1", "jobs"),
+    ("StatefulSet", "apps/v1", "statefulsets"),
+    ("Service", "v1", "services"),
+    ("ConfigMap", "v1", "configmaps"),
+    ("Secret", "v1", "secrets"),
+    ("Pod", "v1", "pods"),
+    ("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
+)
+
+#: Kinds whose endpoint may be absent (a CRD not installed): not served means none to delete.
+OPTIONAL_KINDS = frozenset({"ScaledObject"})
+
+
+@dataclass(frozen=True)
+class TeardownReport:
+    """What was deleted, and whether everything was gone before the deadline."""
+
+    deleted: tuple[tuple[str, str], ...]
+    remaining: tuple[tuple[str, str], ...]
+    waited_s: float
+
+    @property
+    def complete(self) -> bool:
+        return not self.remaining
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deleted": [{"kind": k, "name": n} for k, n in self.deleted],
+            "remaining": [{"kind": k, "name": n} for k, n in self.remaining],
+            "complete": self.complete,
+            "waited_s": round(self.waited_s, 3),
+        }
+
+
+def _ns_list_path(api_version: str, namespace: str, plural: str) -> str:
+    return object_path(api_version, plural, namespace, None)
+
+
+def find_run_objects(
+    client: KubeClient, namespace: str, selector: str, *, skip_pods_of_controllers: bool = False
+) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Every object of the run: ``(kind, apiVersion, plural, object)`` in deletion order.
+
+    Raises :class:`KubeApiError` (``kube-list-failed``) when a listing fails.
+    """
+    found: list[tuple[str, str, str, dict[str, Any]]] = []
+    for kind, api_version, plural in TEARDOWN_KINDS:
+        doc, failed = list_all(
+            client,
+            _ns_list_path(api_version, namespace, plural),
+            f"{kind}List",
+            label_selector=selector,
+        )
+        if doc is None:
+            assert failed is not None
+            if kind in OPTIONAL_KINDS and failed.status == 404:
+                continue
+            raise KubeApiError(
+                "kube-list-failed",
+                f"listing {plural} in {namespace} ({selector}) failed: {failed.status_line()}",
+                "the run's state is unknown; check `list` on that resource (docs/kubernetes.md, "
+                "RBAC) and retry",
+            )
+        for item in doc["items"]:
+            if not isinstance(item, dict):
+                continue
+            if skip_pods_of_controllers and kind == "Pod":
+                owners = (item.get("metadata") or {}).get("ownerReferences") or []
+                if owners:
+                    continue
+            found.append((kind, api_version, plural, item))
+    return found
+
+
+def teardown(
+    client: KubeClient,
+    namespace: str,
+    selector: str,
+    *,
+    timeout_s: float = 300.0,
+    poll_s: float = 2.0,
+    progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> TeardownReport:
+    """Delete every object of the run and wait until none is left; see the module docstring."""
+    started = clock()
+    objects = find_run_objects(client, namespace, selector, skip_pods_of_controllers=True)
+    deleted: list[tuple[str, str]] = []
+    for kind, api_version, plural, item in objects:
+        name = str((item.get("metadata") or {}).get("name"))
+        path = object_path(api_version, plural, namespace, name)
+        answer = client.request(
+            "DELETE",
+            path,
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
+        )
+        if answer.status == 404:  # already gone (a controller's pod, a second teardown)
+            continue
+        if not answer.ok:
+            raise KubeApiError(
+                "kube-delete-failed",
+                f"deleting {kind}/{name} in {namespace} failed: {answer.status_line()} "
+                f"({len(deleted)} object(s) deleted before it)",
+                "check `delete` on that resource (docs/kubernetes.md, RBAC), then run the "
+                "teardown again: it deletes only what is left",
+            )
+        deleted.append((kind, name))
+        if progress is not None:
+            progress(f"deleted {kind.lower()}/{name}")
+    remaining: list[tuple[str, str]] = []
+    while True:
+        left = find_run_objects(client, namespace, selector)
+        remaining = [(k, str((o.get("metadata") or {}).get("name"))) for k, _, _, o in left]
+        if not remaining or clock() - started >= timeout_s:
+            break
+        if progress is not None:
+            progress(f"waiting for {len(remaining)} object(s) to go")
+        sleep(poll_s)
+    return TeardownReport(tuple(deleted), tuple(remaining), clock() - started)

@@ -1,0 +1,205 @@
+"""`vf deploy` / `vf status` / `vf teardown` end to end, as subprocesses, against a fake API server.
+
+The fake (kmock + emulation, tests/integration/kube_fake.py) plays the API
+server and, for Jobs, the Job controller (a Job applied is Complete). The deploy
+plans on the live snapshot first (does-not-fit is refused, nothing applied),
+applies server-side in order, waits for the BATCH run's Jobs, and a second
+deploy changes nothing; status reports the run; teardown deletes exactly the
+run's objects.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cli_helpers import one_json_document, run_vf
+from tests.integration.kube_fake import FakeKube
+from tests.integration.test_kube_snapshot import H100, gpu_node
+
+pytest.importorskip("kubernetes")
+
+FLOW = """
+from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+class Src(ProducerNode):
+    def next(self):
+        raise StopIteration
+
+class Gpu(ProcessorNode):
+    def process(self, item):
+        return item
+
+class Sink(ConsumerNode):
+    def consume(self, item):
+        pass
+
+flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus})(Src(name="src")))],
+            flow_type=BATCH, name="kdemo")
+"""
+
+RESOURCES = (
+    "v1/pods",
+    "v1/nodes",
+    "v1/services",
+    "v1/configmaps",
+    "v1/secrets",
+    "v1/persistentvolumeclaims",
+    "apps/v1/deployments",
+    "apps/v1/statefulsets",
+    "batch/v1/jobs",
+    "policy/v1/poddisruptionbudgets",
+    "autoscaling/v2/horizontalpodautoscalers",
+    "node.k8s.io/v1/runtimeclasses",
+)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKube]:
+    server = FakeKube().start()
+    try:
+        server.declare(*RESOURCES)
+        for name in ("gpu-a", "gpu-b"):
+            server.put("v1/nodes", None, gpu_node(name, 4, H100))
+        server.put("v1/nodes", None, gpu_node("cpu-1", 0))
+        server.call(lambda h: setattr(h, "complete_jobs", True))
+        yield server
+    finally:
+        server.stop()
+
+
+def flow_file(tmp_path: Path, gpus: int) -> Path:
+    path = tmp_path / "kdemo.py"
+    path.write_text(FLOW.format(gpus=gpus), encoding="utf-8")
+    return path
+
+
+def applies(fake: FakeKube) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = fake.call(lambda h: copy.deepcopy(h.applies))
+    return result
+
+
+def stored(fake: FakeKube) -> list[tuple[str, str | None, str]]:
+    def read(h: Any) -> list[tuple[str, str | None, str]]:
+        return sorted(
+            (key[0].plural, key[1], key[2]) for key, obj in h.objects.items() if not obj.deleted
+        )
+
+    result: list[tuple[str, str | None, str]] = fake.call(read)
+    return result
+
+
+def deploy(flow: Path, kubeconfig: Path, *extra: object) -> Any:
+    return run_vf(
+        "deploy", flow, "--image", "registry.example/kdemo:1", "--run", "r1",
+        "--kubeconfig", kubeconfig, "--timeout", "30", *extra,
+    )  # fmt: skip
+
+
+def test_deploy_status_teardown(fake: FakeKube, tmp_path: Path) -> None:
+    flow = flow_file(tmp_path, gpus=1)
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    # a neighbour that must survive the teardown: same flow, another run
+    fake.put(
+        "v1/configmaps",
+        "default",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other-run", "labels": {
+            "app.kubernetes.io/managed-by": "vf", "vfcore.io/run": "r2"}}},
+    )  # fmt: skip
+
+    first = deploy(flow, kubeconfig)
+    assert first.returncode == 0, first.stderr
+    assert "preflight: fits" in first.stderr
+    assert "job(s) of the run completed" in first.stdout
+    sent = applies(fake)
+    kinds = [s["plural"] for s in sent]
+    assert kinds.index("statefulsets") < kinds.index("jobs")  # broker before workers
+    assert {s["manager"] for s in sent} == {"vf"} and not any(s["force"] for s in sent)
+    setup = next(s for s in sent if s["plural"] == "jobs")
+    assert setup["body"]["spec"]["template"]["spec"]["containers"][0]["args"][0] == "broker-setup"
+    created = stored(fake)
+    assert {(s["plural"], s["namespace"], s["name"]) for s in sent} <= set(created)
+    assert len({(s["plural"], s["name"]) for s in sent}) == len(sent) >= 7  # broker, setup, 3 Jobs
+
+    second = deploy(flow, kubeconfig)
+    assert second.returncode == 0, second.stderr
+    assert " 0 created, 0 configured" in second.stdout  # idempotent
+    assert stored(fake) == created
+
+    status = run_vf("status", flow, "--kubeconfig", kubeconfig, "--json")
+    assert status.returncode == 0, status.stderr
+    doc = one_json_document(status)
+    assert doc["run"] == "r1" and doc["found"]
+    jobs = [w for w in doc["workloads"] if w["kind"] == "Job"]
+    assert jobs and all(w["state"] == "complete" for w in jobs)
+    assert [w["kind"] for w in doc["workloads"]].count("StatefulSet") == 1  # the broker
+    assert doc["scalers"]["known"] is False and "KEDA" in doc["scalers"]["reason"]
+    assert doc["lag"]["edges"] and all(e["lag"] is None for e in doc["lag"]["edges"])
+    text = run_vf("status", flow, "--kubeconfig", kubeconfig)
+    assert text.returncode == 0 and "broker lag" in text.stdout and "unknown" in text.stdout
+
+    down = run_vf("teardown", flow, "--kubeconfig", kubeconfig, "--json")
+    assert down.returncode == 0, down.stderr
+    report = one_json_document(down)
+    assert report["complete"] and report["run"] == "r1" and report["deleted"]
+    left = stored(fake)
+    assert [k for k in left if k[0] != "nodes"] == [("configmaps", "default", "other-run")]
+    again = run_vf("status", flow, "--kubeconfig", kubeconfig, "--json")
+    assert one_json_document(again)["found"] is False
+
+
+def test_deploy_refuses_what_does_not_fit(fake: FakeKube, tmp_path: Path) -> None:
+    flow = flow_file(tmp_path, gpus=8)  # 4 GPUs per node
+    result = deploy(flow, fake.kubeconfig(tmp_path / "kubeconfig"))
+    assert result.returncode == 3, result.stderr
+    assert "error: preflight-does-not-fit" in result.stderr
+    assert "8" in result.stderr
+    assert applies(fake) == []  # nothing applied
+
+
+def test_unknown_occupancy_refused_only_when_strict(fake: FakeKube, tmp_path: Path) -> None:
+    flow = flow_file(tmp_path, gpus=1)
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    fake.refuse("pods", 403, "Forbidden")
+    strict = deploy(flow, kubeconfig, "--strict-preflight")
+    assert strict.returncode == 3
+    assert "error: preflight-unknown" in strict.stderr and "Forbidden" in strict.stderr
+    assert applies(fake) == []
+    lenient = deploy(flow, kubeconfig, "--dry-run", "server")
+    assert lenient.returncode == 0, lenient.stderr
+    assert "preflight warning: whether the flow fits is unknown" in lenient.stderr
+
+
+def test_server_dry_run_stores_nothing_and_does_not_wait(fake: FakeKube, tmp_path: Path) -> None:
+    flow = flow_file(tmp_path, gpus=1)
+    before = stored(fake)
+    result = deploy(flow, fake.kubeconfig(tmp_path / "kubeconfig"), "--dry-run", "server")
+    assert result.returncode == 0, result.stderr
+    assert "(server dry run: nothing stored)" in result.stdout
+    assert "waiting for run" not in result.stderr
+    assert applies(fake) and all(s["dry_run"] for s in applies(fake))
+    assert stored(fake) == before
+
+
+def test_unreachable_cluster_is_a_runtime_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    nowhere = FakeKube()
+    nowhere.url = f"http://127.0.0.1:{port}"
+    kubeconfig = nowhere.kubeconfig(tmp_path / "kubeconfig")
+    flow = flow_file(tmp_path, gpus=1)
+    for args in (
+        ("deploy", flow, "--image", "x:1", "--kubeconfig", kubeconfig),
+        ("status", flow, "--kubeconfig", kubeconfig),
+        ("teardown", flow, "--kubeconfig", kubeconfig, "--run", "r1"),
+    ):
+        result = run_vf(*args)
+        assert result.returncode == 1, (args[0], result.stderr)
+        assert "error: kube-unreachable" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,119 @@
+"""``vf deploy --render-only``, ``vf dockerfile`` and ``vf broker-setup`` as real processes."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import yaml
+
+from tests.integration.cli_helpers import assert_bad_input, run_vf
+from tests.manifest_schemas import check_any
+from vfadapters.broker.server import NatsServer
+
+FLOW = "examples/traffic/flow.py"
+
+
+def test_render_only_writes_one_file_per_object_in_apply_order(tmp_path: Path) -> None:
+    out = tmp_path / "manifests"
+    out.mkdir()
+    (out / "99-job-stale.yaml").write_text("stale")  # an earlier render's file goes
+    (out / "keep.txt").write_text("mine")
+    args = (FLOW, "--image", "reg.example/traffic:1", "--run", "r1", "--render-only", "-o", out)
+    result = run_vf("deploy", *args)
+    assert result.returncode == 0, result.stderr
+    assert "rendered 15 objects of run r1 of traffic" in result.stderr
+    files = sorted(p.name for p in out.glob("*.yaml"))
+    assert files[0] == "00-service-traffic-r1-broker-n6yzdl6cidqh-hl.yaml"
+    assert files[3].startswith("03-job-traffic-r1-setup-")
+    assert len(files) == 15 and (out / "keep.txt").exists()
+    for name in files:
+        (obj,) = yaml.safe_load_all((out / name).read_text())
+        check_any(obj, "1.36")
+        assert name.startswith(f"{files.index(name):02d}-{obj['kind'].lower()}-")
+    first = {n: (out / n).read_bytes() for n in files}
+    assert run_vf("deploy", *args).returncode == 0
+    assert {n: (out / n).read_bytes() for n in files} == first  # the same bytes again
+
+
+def test_render_only_without_o_prints_a_multi_document_stream() -> None:
+    result = run_vf(
+        "deploy", FLOW, "--image", "x:1", "--run", "r2", "--render-only",
+        "--broker", "nats://nats.messaging:4222", "--namespace", "video",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert [d["kind"] for d in docs].count("StatefulSet") == 0  # an existing broker
+    assert {d["metadata"]["namespace"] for d in docs} == {"video"}
+    worker = docs[1]["spec"]["template"]["spec"]["containers"][0]
+    assert worker["args"][:2] == ["worker", "/app/flow.py"]
+
+
+def test_deploy_bad_input_exits_2_with_the_rule() -> None:
+    base = (FLOW, "--image", "x:1", "--render-only")
+    assert_bad_input(run_vf("deploy", *base, "--gpu-mode", "shared"), "shared-needs-runtime-class")
+    assert_bad_input(run_vf("deploy", *base, "--gpu-mode", "mix"), "missing-mig-choice")
+    assert_bad_input(run_vf("deploy", *base, "--autoscaling"), "autoscaling-batch-flow")
+    assert_bad_input(run_vf("deploy", *base, "--namespace", "Bad_NS"), "invalid-namespace")
+    assert_bad_input(run_vf("deploy", *base, "--broker", "http://x"), "invalid-broker-url")
+    assert_bad_input(run_vf("deploy", *base, "--mig", "pose"), "invalid-option")
+    assert_bad_input(run_vf("deploy", FLOW, "--image", "x:1", "-o", "somewhere"), "invalid-option")
+
+
+def test_mix_mode_takes_the_mig_choice_from_the_flag() -> None:
+    result = run_vf(
+        "deploy", FLOW, "--image", "x:1", "--run", "r3", "--render-only", "--gpu-mode", "mix",
+        "--mig", "pose=nvidia.com/mig-1g.10gb@NVIDIA-A100-SXM4-40GB",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (pose,) = [
+        d
+        for d in yaml.safe_load_all(result.stdout)
+        if d["kind"] == "Job" and d["metadata"]["annotations"].get("vfcore.io/node-name") == "pose"
+    ]
+    spec = pose["spec"]["template"]["spec"]
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    assert spec["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
+
+
+def test_dockerfile_installs_the_extras_and_runs_as_the_pods_uid() -> None:
+    result = run_vf("dockerfile", FLOW)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.splitlines()[1] == "FROM python:3.11-slim"
+    assert 'RUN pip install "vfcore[broker,torch]==0.1.0"' in text  # the flow imports torch
+    assert f"COPY {FLOW} /app/flow.py" in text
+    assert "USER 10001:10001" in text
+    wheel = run_vf("dockerfile", FLOW, "--vfcore", "dist/vfcore-0.1.0-py3-none-any.whl")
+    assert (
+        "COPY dist/vfcore-0.1.0-py3-none-any.whl /tmp/vfcore-0.1.0-py3-none-any.whl" in wheel.stdout
+    )
+    assert 'pip install "/tmp/vfcore-0.1.0-py3-none-any.whl[broker,torch]"' in wheel.stdout
+    assert_bad_input(run_vf("dockerfile", "no/such/flow.py"), "flow-unreadable")
+
+
+def test_dockerfile_lists_other_imports(tmp_path: Path) -> None:
+    flow = tmp_path / "f.py"
+    flow.write_text("import json\nimport cv2\nfrom PIL import Image\nfrom vfcore import Flow\n")
+    result = run_vf("dockerfile", flow, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert 'RUN pip install "vfcore[broker]==0.1.0"' in result.stdout
+    assert "# The flow also imports PIL, cv2" in result.stdout
+    assert "COPY f.py /app/f.py" in result.stdout
+
+
+def test_broker_setup_creates_the_topology_once(nats_server: NatsServer) -> None:
+    run_id = f"s{uuid.uuid4().hex[:8]}"
+    args = ("broker-setup", FLOW, "--broker", nats_server.url, "--run", run_id)
+    first = run_vf(*args)
+    assert first.returncode == 0, first.stderr
+    assert f"run {run_id} of traffic:" in first.stdout
+    again = run_vf(*args)  # idempotent
+    assert again.returncode == 0 and again.stdout == first.stdout
+
+
+def test_broker_setup_without_a_broker_exits_2_after_waiting() -> None:
+    result = run_vf(
+        "broker-setup", FLOW, "--broker", "nats://127.0.0.1:1", "--run", "r1", "--wait", "1"
+    )
+    assert_bad_input(result, "broker-unreachable")

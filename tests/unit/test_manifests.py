@@ -629,3 +629,21 @@ def test_every_object_validates_strictly(version: str) -> None:
             else:  # the package itself, once per object: the cached checker agrees with it
                 kubernetes_validate.validate(obj, version, strict=True)
                 check_any(obj, version)
+
+
+def test_objects_share_no_sub_object() -> None:
+    import yaml
+
+    objs = render(PIPE_RT, opts(keda=True))
+    seen: dict[int, object] = {}
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict | list):
+            assert id(value) not in seen, "a dict or list appears twice"
+            seen[id(value)] = value
+            for item in value.values() if isinstance(value, dict) else value:
+                walk(item)
+
+    for obj in objs:
+        walk(obj)
+    assert "&id" not in "".join(yaml.safe_dump(o) for o in objs)

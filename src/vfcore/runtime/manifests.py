@@ -913,6 +913,15 @@ def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequ
             )
 
 
+def _unshared(value: Any) -> Any:
+    """A copy in which every dict and list is new (``deepcopy`` keeps shared ones shared)."""
+    if isinstance(value, dict):
+        return {k: _unshared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unshared(v) for v in value]
+    return value
+
+
 def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]:
     """Every Kubernetes object of one run of ``spec``, in apply order.
 
@@ -967,4 +976,5 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         out.extend(_node_objects(ctx, node, shape.replicas, shape.workload, first_pod[node.name]))
         if node.name in scaled:
             out.append(_scaled_object(ctx, node, topo))
-    return tuple(out)
+    # no two objects share a sub-object: a caller may edit one, and YAML needs no aliases
+    return tuple(_unshared(o) for o in out)

@@ -396,3 +396,37 @@ def test_when_ffd_is_already_optimal_cp_sat_confirms_it():
     assert (result.report.method, result.report.objective) == ("cp-sat", 2.0)
     assert result.report.status in ("OPTIMAL", "FEASIBLE")
     assert result.assignments == (("w/0", "n0"), ("w/1", "n1"))
+
+
+def test_ffd_counts_each_pod_once_against_the_pod_limit():
+    pods = [PodRequest(f"c/{i}", "c", i, (("cpu", 100),)) for i in range(3)]
+    nodes = [
+        node("a", allocatable={"cpu": 4000, "memory": 8 << 30, "pods": 2}),
+        node("b", allocatable={"cpu": 4000, "memory": 8 << 30, "pods": 2}),
+    ]
+    assert first_fit_decreasing(pods, nodes) == {"c/0": "a", "c/1": "a", "c/2": "b"}
+
+
+def test_ffd_moves_on_to_the_next_node_when_every_card_is_too_full():
+    pods = shared_pods(10, 10, 10)
+    nodes = [shared_node(f"g{i}", cards=1) for i in range(3)]
+    assert first_fit_decreasing(pods, nodes) == {"s/0": "g0", "s/1": "g1", "s/2": "g2"}
+
+
+def test_ffd_counts_declared_vram_on_a_time_sliced_card():
+    sliced = GpuInfo(product="T4", memory_mib=16384, count=1, sharing="time-slicing", replicas=4)
+    ts = node("ts", allocatable={GPU: 4}, labels=LABELS, gpu=sliced)
+    pods = [
+        PodRequest(
+            f"w/{i}",
+            "w",
+            i,
+            ((GPU, 1),),
+            tuple(LABELS.items()),
+            (GPU_TOLERATION,),
+            gpu_memory_mib=10240,
+            slice="whole",
+        )
+        for i in range(2)
+    ]
+    assert first_fit_decreasing(pods, [ts]) == {"w/0": "ts"}  # 2 x 10 GiB > one 16 GiB card

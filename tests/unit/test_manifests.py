@@ -647,3 +647,48 @@ def test_objects_share_no_sub_object() -> None:
     for obj in objs:
         walk(obj)
     assert "&id" not in "".join(yaml.safe_dump(o) for o in objs)
+
+
+def test_mig_choices_come_from_a_mix_plan() -> None:
+    from vfadapters.clusterload import load_cluster
+    from vfcore import plan
+    from vfcore.runtime.manifests import mig_choices
+
+    cluster = load_cluster("examples/clusters/mig-idle")
+    flow = spec_of(
+        "batch",
+        P,
+        NodeSpec("pose", "processor", ("cam",), nb_tasks=3, device_type="gpu", gpu_memory_gib=8),
+        NodeSpec("out", "consumer", ("pose",)),
+    )
+    solved = plan(flow, cluster, gpu_mode="mix")
+    assert solved.verdict == "fits" and solved.mig is not None
+    choices = mig_choices(solved.mig, cluster.nodes)
+    products = {dict(n.labels).get("nvidia.com/gpu.product") for n in cluster.nodes}
+    assert choices == {"pose": ("nvidia.com/mig-1g.10gb", "NVIDIA-H100-80GB-HBM3")}
+    assert "NVIDIA-H100-80GB-HBM3" in products
+    objs = render(flow, opts(gpu_mode="mix", mig=choices))
+    pose = of_node(objs, "pose", "Job")[0]
+    assert pod_spec(pose)["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_mig_choices_name_no_product_across_card_models() -> None:
+    from vfcore import NodeState
+    from vfcore.placement.mig import MigPlan
+    from vfcore.placement.mig.results import MigNodePlan
+    from vfcore.runtime.manifests import mig_choices
+
+    mig = MigPlan(
+        nodes=(
+            MigNodePlan("a", None, False, pool_pods=(("pose/0", "1g.10gb"),)),
+            MigNodePlan("b", None, False, pool_pods=(("pose/1", "1g.10gb"),)),
+        ),
+        resources=(("pose", "nvidia.com/mig-1g.10gb"),),
+    )
+    a = NodeState("a", (), labels=(("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"),))
+    b = NodeState("b", (), labels=(("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),))
+    assert mig_choices(mig, [a, b]) == {"pose": ("nvidia.com/mig-1g.10gb", None)}
+    same = NodeState("b", (), labels=a.labels)
+    assert mig_choices(mig, [a, same]) == {
+        "pose": ("nvidia.com/mig-1g.10gb", "NVIDIA-A100-SXM4-80GB")
+    }

@@ -80,6 +80,7 @@ __all__ = [
     "check_run_id",
     "flow_label",
     "local_layout",
+    "mig_choices",
     "nats_name_problem",
     "nats_subject_problem",
     "object_name",
@@ -90,7 +91,7 @@ __all__ = [
 ]
 
 _MANIFEST_NAMES = frozenset(
-    {"RenderOptions", "flow_label", "object_name", "render", "run_selector"}
+    {"RenderOptions", "flow_label", "mig_choices", "object_name", "render", "run_selector"}
 )
 
 

@@ -44,9 +44,9 @@ through a rendered flow; in short:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
 from vfcore.errors import InvalidInputError, brief
@@ -61,6 +61,10 @@ from vfcore.runtime.topology import broker_topology, check_run_id
 from vfcore.scaling.keda import KedaScaler
 from vfcore.scaling.rule import DEFAULT_LAG_THRESHOLD, DEFAULT_MAX_REPLICAS
 
+if TYPE_CHECKING:
+    from vfcore.cluster import NodeState
+    from vfcore.placement.mig import MigPlan
+
 __all__ = [
     "BROKER_CLIENT_PORT",
     "BROKER_MONITOR_PORT",
@@ -70,6 +74,7 @@ __all__ = [
     "MANAGED_BY",
     "RenderOptions",
     "flow_label",
+    "mig_choices",
     "object_name",
     "render",
     "run_selector",
@@ -151,6 +156,30 @@ def _short(k8s: str) -> str:
         readable = f"vf-{readable}" if readable else "vf"
     room = _WORKLOAD_NAME_MAX - len(digest) - 1
     return f"{readable[:room].rstrip('-')}-{digest}"
+
+
+def mig_choices(mig: MigPlan, nodes: Iterable[NodeState]) -> dict[str, tuple[str, str | None]]:
+    """``RenderOptions.mig`` from a mix-mode plan: flow node → (MIG resource, product).
+
+    The resource is the one the plan gives the node's pods (``MigPlan.resources``).
+    The product is the ``nvidia.com/gpu.product`` label shared by every cluster node
+    the plan puts those pods on (a profile's memory differs by card model), and
+    ``None`` when they land on several models or a node has no such label: then
+    the resource name alone selects the nodes.
+    """
+    labels = {n.name: dict(n.labels) for n in nodes}
+    hosts: dict[str, set[str]] = {}
+    for node_plan in mig.nodes:
+        pods = [i.pod for c in node_plan.cards for i in c.instances if i.pod is not None]
+        pods += [pod for pod, _ in node_plan.pool_pods]
+        for pod in pods:
+            hosts.setdefault(pod.rsplit("/", 1)[0], set()).add(node_plan.node)
+    out: dict[str, tuple[str, str | None]] = {}
+    for flow_node, resource in mig.resources:
+        products = {labels.get(h, {}).get(_PRODUCT_LABEL) for h in hosts.get(flow_node, ())}
+        (product,) = products if len(products) == 1 else (None,)
+        out[flow_node] = (resource, product)
+    return out
 
 
 def _mapping_items(value: object, what: str, hint: str) -> tuple[tuple[Any, Any], ...]:

@@ -54,6 +54,18 @@ def _matches(labels: Mapping[str, str], selector: str) -> bool:
     return True
 
 
+def _fields_match(obj: Mapping[str, Any], selector: str) -> bool:
+    """``a.b=v,c=w`` on dotted paths (``involvedObject.name=x``), equality only."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        path, _, value = term.partition("=")
+        here: Any = obj
+        for part in path.split("."):
+            here = here.get(part) if isinstance(here, Mapping) else None
+        if here != value:
+            return False
+    return True
+
+
 def _leaves(obj: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -92,6 +104,9 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         self.applies: list[dict[str, Any]] = []
         self.logs: dict[tuple[str, str], str] = {}
         self.version = 100
+        #: Honour ``limit``/``continue`` (kmock ignores them); fail pages after the first of these.
+        self.paginate = False
+        self.fail_later_pages: set[str] = set()
         #: Emulate the Job controller: a Job applied is stored with ``Complete=True``.
         self.complete_jobs = False
 
@@ -104,6 +119,22 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
                 for o in doc["items"]
                 if _matches((o.get("metadata") or {}).get("labels") or {}, selector)
             ]
+        fields = request.params.get("fieldSelector")
+        if fields:
+            doc["items"] = [o for o in doc["items"] if _fields_match(o, fields)]
+        limit = request.params.get("limit")
+        if self.paginate and limit:
+            start = int(request.params.get("continue") or 0)
+            if start and request.resource.plural in self.fail_later_pages:
+                raise kmock.KubernetesError(
+                    status=410,
+                    reason="Expired",
+                    message="The provided continue parameter is too old",
+                )
+            items = doc["items"]
+            doc["items"] = items[start : start + int(limit)]
+            if start + int(limit) < len(items):
+                doc["metadata"] = {"continue": str(start + int(limit)), "resourceVersion": "1"}
         return doc
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:

@@ -271,3 +271,35 @@ def test_vf_plan_kube_bad_input(tmp_path: Path) -> None:
     FakeKube().kubeconfig(kubeconfig, context="lab")
     wrong = run_vf("plan", flow, "--kube", "--kubeconfig", kubeconfig, "--context", "other")
     assert wrong.returncode == 2 and "error: kube-config-invalid" in wrong.stderr
+
+
+def test_every_page_is_read_and_a_broken_page_is_unknown(fake: FakeKube, tmp_path: Path) -> None:
+    import vfadapters.kubernetes.snapshot as snap
+
+    nodes = [gpu_node(f"gpu-{i}", 4, H100) for i in range(7)]
+    for n in nodes:
+        fake.put("v1/nodes", None, n)
+    for i in range(11):
+        fake.put("v1/pods", "ml", bound_pod(f"p{i}", f"gpu-{i % 7}", 1))
+    fake.call(lambda h: setattr(h, "paginate", True))
+    page, snap.PAGE_SIZE = snap.PAGE_SIZE, 3  # 3 pages of nodes, 4 of pods
+    try:
+        live = read_snapshot(client_for(fake, tmp_path))
+        assert len(live.nodes) == 7
+        assert sum(4 - (n.free_of("nvidia.com/gpu") or 0) for n in live.nodes) == 11
+        continues = fake.call(
+            lambda h: [r.params.get("continue") for r in h._requests if r.resource and
+                       r.resource.plural == "pods"]
+        )  # fmt: skip
+        assert continues == [None, "3", "6", "9"]
+        fake.call(lambda h: h.fail_later_pages.add("pods"))
+        broken = read_snapshot(client_for(fake, tmp_path))
+        assert len(broken.nodes) == 7  # nodes read whole; pods: a partial list is no list
+        assert all(n.requested is None for n in broken.nodes)
+        assert "Expired" in (broken.node("gpu-0").unknown_reason or "")
+        fake.call(lambda h: h.fail_later_pages.add("nodes"))
+        with pytest.raises(KubeApiError) as caught:
+            read_snapshot(client_for(fake, tmp_path))
+        assert caught.value.rule == "kube-nodes-unreadable" and "410" in caught.value.message
+    finally:
+        snap.PAGE_SIZE = page

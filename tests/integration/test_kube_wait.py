@@ -186,6 +186,35 @@ def test_unschedulable_pod_aborts_after_the_grace_period(fake: FakeKube, tmp_pat
     assert "vfcore: infer needs 4 GPUs" in result.message
 
 
+def test_autoscaler_scale_up_keeps_the_wait_going(fake: FakeKube, tmp_path: Path) -> None:
+    fake.declare("v1/events")
+    unschedulable = pod(
+        "demo-infer-0-xyz",
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": SCHEDULER_SAYS}],
+    )  # fmt: skip
+    fake.put("v1/pods", NS, unschedulable)
+    fake.put("batch/v1/jobs", NS, job("demo-infer"))
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "demo-infer-0-xyz.1"},
+        "involvedObject": {"kind": "Pod", "name": "demo-infer-0-xyz", "namespace": NS},
+        "reason": "TriggeredScaleUp",
+        "message": "pod triggered scale-up: [{gpu-pool 2->3 (max: 10)}]",
+    }
+    other = {**event, "metadata": {"name": "other.1"},
+             "involvedObject": {"kind": "Pod", "name": "someone-else", "namespace": NS}}  # fmt: skip
+    fake.put("v1/events", NS, other)  # another pod's scale-up does not count
+    said: list[str] = []
+    result = wait_for_run(client_for(fake, tmp_path), options(), progress=said.append)
+    assert result.outcome == "unschedulable"
+    fake.put("v1/events", NS, event)
+    result = wait_for_run(client_for(fake, tmp_path), options(timeout_s=1.0), progress=said.append)
+    assert result.outcome == "timeout"  # kept waiting: a node is on its way
+    assert any("cluster autoscaler is adding a node for demo-infer-0-xyz" in s for s in said)
+
+
 def test_pod_scheduled_within_the_grace_period_does_not_abort(
     fake: FakeKube, tmp_path: Path
 ) -> None:

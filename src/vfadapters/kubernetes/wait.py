@@ -14,8 +14,9 @@ label selector) every ``poll_s`` seconds and ends with a :class:`WaitResult`:
 - ``failed``: a Job has ``Failed=True`` (its reason and message, and the logs
   tail of a failed pod);
 - ``unschedulable``: a pod stayed ``PodScheduled=False`` with reason
-  ``Unschedulable`` longer than ``unschedulable_grace_s``; the message is the
-  scheduler's own (``0/3 nodes are available: 3 Insufficient nvidia.com/gpu…``),
+  ``Unschedulable`` longer than ``unschedulable_grace_s`` and the cluster
+  autoscaler has not reported ``TriggeredScaleUp`` for it (its Events; while it
+  has, the wait goes on until ``timeout_s``); the message is the scheduler's own (``0/3 nodes are available: 3 Insufficient nvidia.com/gpu…``),
   next to vfcore's explanation when the caller gives one (``explain``);
 - ``fatal-container``: a container waits in CrashLoopBackOff,
   ImagePullBackOff, InvalidImageName, CreateContainerConfigError or
@@ -187,6 +188,25 @@ def _pod_is_ready(pod: Mapping[str, Any]) -> bool:
     return bool(ready and ready.get("status") == "True")
 
 
+def _scale_up(client: KubeClient, namespace: str, pod: str) -> bool:
+    """Whether the cluster autoscaler reported ``TriggeredScaleUp`` for ``pod`` (its Events).
+
+    An Event listing that fails says nothing: the pod is then treated as stuck.
+    """
+    from urllib.parse import quote
+
+    path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+    selector = f"involvedObject.kind=Pod,involvedObject.name={pod}"
+    try:
+        answer = client.get_json(path, query={"fieldSelector": selector})
+    except KubeApiError:
+        return False
+    items = answer.body.get("items") if answer.ok and isinstance(answer.body, Mapping) else None
+    return any(
+        isinstance(e, Mapping) and e.get("reason") == "TriggeredScaleUp" for e in items or []
+    )
+
+
 def wait_for_run(
     client: KubeClient,
     opts: WaitOptions,
@@ -244,6 +264,7 @@ def wait_for_run(
             unreadable_since = None
 
             # pods: unschedulable and fatal container states
+            scaling_up: list[str] = []
             for pod in pods:
                 name = _name(pod)
                 phase = (pod.get("status") or {}).get("phase")
@@ -256,7 +277,11 @@ def wait_for_run(
                     and scheduled.get("reason") == "Unschedulable"
                 ):
                     since = unschedulable_since.setdefault(name, now)
-                    if now - since >= opts.unschedulable_grace_s:
+                    if now - since >= opts.unschedulable_grace_s and _scale_up(
+                        client, opts.namespace, name
+                    ):
+                        scaling_up.append(name)
+                    elif now - since >= opts.unschedulable_grace_s:
                         said = str(scheduled.get("message") or "(no message)")
                         explanation = opts.explain(pod) if opts.explain is not None else None
                         message = (
@@ -360,6 +385,8 @@ def wait_for_run(
                 said = f"waiting for {', '.join(not_ready) or 'pods'}"
                 if unready_pods:
                     said += f"; {len(unready_pods)} pod(s) not ready"
+            if scaling_up:
+                said += f"; the cluster autoscaler is adding a node for {', '.join(scaling_up)}"
             if progress is not None and said != last_said:
                 progress(said)
                 last_said = said

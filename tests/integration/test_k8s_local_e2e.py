@@ -14,7 +14,8 @@ command, arguments and environment, as the kubelet would start it:
   server's URL, as the cluster's DNS would resolve it;
 * paths inside the image (``/app/...``) are the repository's ``examples/traffic/...``.
 
-The setup Job runs first and must succeed; then every worker pod at once; every one
+The setup Job runs first and must succeed; then every pod's init container (the
+same idempotent topology setup, all at once), then every worker at once; every one
 exits 0 and the events consumer writes 240 lines (4 cameras × 60 frames).
 """
 
@@ -130,6 +131,16 @@ def test_the_flagship_completes_as_its_rendered_pods(
     )
     procs: list[tuple[str, Any, Path]] = []
     try:
+        # each pod's init container (the topology, again: idempotent), all pods at once
+        inits = []
+        for obj in workloads:
+            (init,) = obj["spec"]["template"]["spec"]["initContainers"]
+            for pod, added in pods_of(obj):
+                argv, env = command_of(init, pod, added, broker)
+                log = tmp_path / f"{pod}.init.log"
+                inits.append((pod, start(argv, env, base, log), log))
+        for pod, proc, log in inits:
+            assert proc.wait(timeout=120) == 0, f"{pod} init:\n{log.read_text()[-3000:]}"
         for obj in workloads:
             (container,) = obj["spec"]["template"]["spec"]["containers"]
             for pod, added in pods_of(obj):

@@ -125,7 +125,7 @@ def test_every_rendered_object_validates_and_the_render_is_deterministic(
         pod = obj["spec"]["template"]["spec"]
         assert pod["automountServiceAccountToken"] is False
         assert pod["securityContext"]["runAsNonRoot"] is True
-        for c in pod["containers"]:
+        for c in pod["containers"] + pod.get("initContainers", []):
             assert c["securityContext"]["allowPrivilegeEscalation"] is False
             assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 

@@ -149,6 +149,25 @@ def test_the_worker_runs_vf_worker_with_the_contract_env() -> None:
     assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["VF_BROKER_URL"]["value"].startswith("nats://")
     assert c["image"] == "registry.example/demo:1"
+    (init,) = pod_spec(of_node(objs, "det", "Job")[0])["initContainers"]
+    assert init["args"] == [
+        "broker-setup", "/app/pipe.py", "--broker", "$(VF_BROKER_URL)", "--run", "run-7",
+        "--wait", "300",
+    ]  # fmt: skip
+    assert init["env"] == c["env"] and init["image"] == c["image"]
+    assert "resources" not in init  # the pod requests what the planner packed
+
+
+def test_every_worker_pod_ensures_the_topology_first_and_only_workers_do() -> None:
+    objs = render(PIPE_RT, opts())
+    for o in objs:
+        if "template" not in o["spec"]:
+            continue
+        init = pod_spec(o).get("initContainers")
+        if o["metadata"]["labels"]["app.kubernetes.io/component"] == "broker":
+            assert init is None
+        else:
+            assert [i["args"][0] for i in init] == ["broker-setup"]
 
 
 def test_extra_env_reaches_every_worker_and_reserved_names_are_refused() -> None:
@@ -365,7 +384,7 @@ def test_pods_are_restricted_and_get_no_token() -> None:
         pod_sc = spec["securityContext"]
         assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] == 10001
         assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
-        for c in spec["containers"]:
+        for c in spec["containers"] + spec.get("initContainers", []):
             sc = c["securityContext"]
             assert sc["allowPrivilegeEscalation"] is False
             assert sc["capabilities"] == {"drop": ["ALL"]}

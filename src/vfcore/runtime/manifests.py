@@ -557,6 +557,11 @@ def _pod_spec(
         "securityContext": _pod_security(opts.uid),
         "containers": [container],
     }
+    if container["name"] == "worker":
+        # Workers run --no-create: this makes sure the topology exists first, whatever
+        # order the objects were applied in. It requests nothing, so the pod requests
+        # exactly what the planner packed (a pod's request is the max of init and sum).
+        spec["initContainers"] = [_setup_container(ctx, "topology", wait_s=300)]
     if gpu:
         selector = {opts.gpu_node_selector[0]: opts.gpu_node_selector[1]}
         if product is not None:
@@ -858,14 +863,11 @@ def _broker_name(flow: str, run_id: str) -> str:
     return _short(physical_name("\0broker", flow=flow, run=run_id).k8s)
 
 
-def _setup_job(ctx: _Ctx) -> dict[str, Any]:
+def _setup_container(ctx: _Ctx, name: str, *, wait_s: int) -> dict[str, Any]:
+    """``vf broker-setup``: create what the run's topology lacks (idempotent, safe to race)."""
     opts = ctx.opts
-    name = _short(physical_name("\0setup", flow=ctx.spec.name, run=opts.run_id).k8s)
-    labels = _labels(ctx, "broker")
-    labels["app.kubernetes.io/name"] = name
-    labels = dict(sorted(labels.items()))
-    container = {
-        "name": "setup",
+    return {
+        "name": name,
         "image": opts.image,
         "command": ["vf"],
         "args": [
@@ -876,12 +878,21 @@ def _setup_job(ctx: _Ctx) -> dict[str, Any]:
             "--run",
             opts.run_id,
             "--wait",
-            "120",
+            str(wait_s),
         ],
         "env": _base_env(ctx),
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
         "securityContext": _container_security(),
     }
+
+
+def _setup_job(ctx: _Ctx) -> dict[str, Any]:
+    opts = ctx.opts
+    name = _short(physical_name("\0setup", flow=ctx.spec.name, run=opts.run_id).k8s)
+    labels = _labels(ctx, "broker")
+    labels["app.kubernetes.io/name"] = name
+    labels = dict(sorted(labels.items()))
+    container = _setup_container(ctx, "setup", wait_s=120)
+    container["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -107,6 +107,8 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         #: Honour ``limit``/``continue`` (kmock ignores them); fail pages after the first of these.
         self.paginate = False
         self.fail_later_pages: set[str] = set()
+        #: Emulate controllers + scheduler: a workload applied gets its pods, bound to this node.
+        self.spawn_bound_pods_on: str | None = None
         #: Emulate the Job controller: a Job applied is stored with ``Complete=True``.
         self.complete_jobs = False
 
@@ -226,6 +228,28 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
                     "succeeded": 1,
                     "conditions": [{"type": "Complete", "status": "True"}],
                 }
+            workload = request.resource.plural in ("jobs", "deployments", "statefulsets")
+            if changed and not dry and not exists and workload and self.spawn_bound_pods_on:
+                spec = merged.get("spec") or {}
+                count = int(spec.get("parallelism") or spec.get("replicas") or 1)
+                template = spec.get("template") or {}
+                for i in range(count):
+                    pod_name = f"{request.name}-{i}"
+                    pod = {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": pod_name,
+                            "namespace": request.namespace,
+                            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                        },
+                        "spec": {
+                            **(template.get("spec") or {}),
+                            "nodeName": self.spawn_bound_pods_on,
+                        },
+                        "status": {"phase": "Running"},
+                    }
+                    self._objects[(kmock.resource("v1/pods"), request.namespace, pod_name)] = pod
             if changed and not dry:
                 if exists:
                     self._objects[key].create(merged)  # a new version, whole

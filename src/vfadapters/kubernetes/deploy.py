@@ -12,6 +12,9 @@ the rendered objects:
    remedy) is refused too; without it they are printed as warnings.
 2. **Apply** (:func:`.apply.apply_objects`): dependency order, field manager
    ``vf``; ``--dry-run=server`` sends ``dryRun=All`` and stops there.
+   When the kube-scheduler model says the flow strands (or may strand) pods
+   as applied and its remedy makes it land, the remedy is applied and said:
+   node-affinity pins and/or apply waves (:mod:`.remedy`).
 3. **Wait** (:func:`.wait.wait_for_run`): BATCH until every Job completes,
    REALTIME until every workload is ready; an unschedulable pod shows the
    scheduler's message next to vfcore's explanation (from the same plan); Ctrl-C
@@ -126,8 +129,9 @@ def _selector_pair(text: str | None) -> tuple[str, str] | None:
     return key, value
 
 
-def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> Any:
-    """vfcore's plan of ``spec`` on the live cluster, with the deploy's GPU options."""
+def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(snapshot, plan)``: vfcore's plan of ``spec`` on the live cluster, with the deploy's
+    GPU options."""
     from vfadapters.kubernetes.snapshot import read_snapshot
     from vfcore.placement.claims import parse_resources_option
     from vfcore.placement.plan import plan
@@ -137,7 +141,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> Any:
         for node, entries in parse_resources_option(text).items():
             resources.setdefault(node, {}).update(entries)
     cluster = read_snapshot(client)
-    return plan(
+    return cluster, plan(
         spec,
         cluster,
         gpu_mode=getattr(args, "gpu_mode", "exclusive"),
@@ -175,6 +179,75 @@ def explainer(result: Any, spec: Any, run_id: str) -> Any:
         )
 
     return explain
+
+
+def _remedy_to_apply(result: Any) -> Any:
+    """The scheduler model's remedy when the flow as applied does not surely land and the
+    remedy changes that; else ``None``."""
+    sched = result.scheduler
+    if sched is None or sched.remedy is None or sched.verdict == "lands":
+        return None
+    remedy = sched.remedy
+    if remedy.kind == "none":
+        return None
+    return remedy
+
+
+def _apply_remedy(
+    client: Any,
+    objects: Sequence[Mapping[str, Any]],
+    remedy: Any,
+    result: Any,
+    cluster: Any,
+    spec: Any,
+    run_id: str,
+    namespace: str,
+    args: argparse.Namespace,
+    *,
+    dry_run: bool,
+    force: bool,
+    err: TextIO,
+) -> Any:
+    """Pins (node affinity) and/or waves, as the remedy says; see :mod:`.remedy`."""
+    from vfadapters.kubernetes.apply import apply_objects
+    from vfadapters.kubernetes.remedy import HOSTNAME_LABEL, apply_in_waves, with_affinity
+    from vfcore.flow.names import physical_name
+    from vfcore.runtime.manifests import run_selector
+
+    if "affinity" in remedy.kind:
+        hostnames = {n.name: dict(n.labels).get(HOSTNAME_LABEL, n.name) for n in cluster.nodes}
+        objects = with_affinity(objects, remedy.affinity_map, hostnames)
+    if "waves" not in remedy.kind:
+        return apply_objects(client, objects, dry_run=dry_run, force_conflicts=force)
+    node_of_pod = {p.pod: p.node for p in result.pods}
+    waves: list[list[str]] = []
+    for wave in remedy.waves:
+        nodes = sorted({node_of_pod.get(pod, pod.split("/")[0]) for pod in wave})
+        waves.append(nodes)
+    counts: dict[str, int] = {}
+    for p in result.pods:
+        counts[p.node] = counts.get(p.node, 0) + 1
+    expected = {
+        n: (physical_name(n, flow=spec.name, run=run_id).k8s, counts.get(n, 0))
+        for wave in waves
+        for n in wave
+    }
+
+    def say(text: str) -> None:
+        err.write(f"  {text}\n")
+
+    return apply_in_waves(
+        client,
+        objects,
+        waves,
+        expected=expected,
+        namespace=namespace,
+        run_selector=run_selector(spec.name, run_id),
+        dry_run=dry_run,
+        force_conflicts=force,
+        bound_timeout_s=float(getattr(args, "timeout", None) or 300.0),
+        progress=say,
+    )
 
 
 def teardown_command(args: argparse.Namespace, run_id: str) -> str:
@@ -223,7 +296,7 @@ def apply_and_wait(
     try:
         client = connect_from_args(args)
         err.write(f"preflight: planning {spec.name} on {client.where}…\n")
-        result = run_live_plan(client, spec, args)
+        cluster, result = run_live_plan(client, spec, args)
         refusal, warnings = preflight_refusal(
             result, strict=bool(getattr(args, "strict_preflight", False))
         )
@@ -242,12 +315,16 @@ def apply_and_wait(
             + "\n"
         )
         dry_run = getattr(args, "dry_run", None) == "server"
-        applied = apply_objects(
-            client,
-            objects,
-            dry_run=dry_run,
-            force_conflicts=bool(getattr(args, "force_conflicts", False)),
-        )
+        force = bool(getattr(args, "force_conflicts", False))
+        remedy = _remedy_to_apply(result)
+        if remedy is None:
+            applied = apply_objects(client, objects, dry_run=dry_run, force_conflicts=force)
+        else:
+            err.write(f"remedy: {remedy.describe()} vf deploy applies it ({remedy.kind}).\n")
+            applied = _apply_remedy(
+                client, objects, remedy, result, cluster, spec, run_id, namespace, args,
+                dry_run=dry_run, force=force, err=err,
+            )  # fmt: skip
     except KubeApiError as exc:
         report(exc.rule, exc.message, exc.hint)
         return EXIT_RUNTIME

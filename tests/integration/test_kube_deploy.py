@@ -203,3 +203,41 @@ def test_unreachable_cluster_is_a_runtime_error(tmp_path: Path) -> None:
         result = run_vf(*args)
         assert result.returncode == 1, (args[0], result.stderr)
         assert "error: kube-unreachable" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_ctrl_c_while_waiting_leaves_the_run_and_prints_the_teardown(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.integration.cli_helpers import REPO
+
+    fake.call(lambda h: setattr(h, "complete_jobs", False))  # the Jobs never finish
+    flow = flow_file(tmp_path, gpus=1)
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    env = {k: v for k, v in os.environ.items() if k != "VF_DEBUG"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vfadapters.cli", "deploy", str(flow), "--image", "x:1",
+         "--run", "r1", "--kubeconfig", str(kubeconfig), "--namespace", "default"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+            a["plural"] == "jobs" for a in applies(fake)[-1:]
+        ):
+            time.sleep(0.1)
+        time.sleep(1.0)  # into the wait loop
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "vf teardown" in err and "--run r1" in err
+    assert "left in place" in err or "stays" in err
+    assert any(k[0] == "jobs" for k in stored(fake))  # nothing deleted

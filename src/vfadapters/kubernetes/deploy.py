@@ -328,6 +328,12 @@ def apply_and_wait(
     except KubeApiError as exc:
         report(exc.rule, exc.message, exc.hint)
         return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        err.write(
+            f"interrupted: what was applied of run {run_id} stays; remove it with:\n"
+            f"  {teardown_command(args, run_id)}\n"
+        )
+        return EXIT_STOPPED
     for a in applied.applied:
         out.write(a.line(dry_run) + "\n")
     counts = applied.counts()

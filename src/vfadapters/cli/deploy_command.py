@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,73 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
     )
 
 
+def live_render_inputs(args: argparse.Namespace, spec: Any, options: Any) -> dict[str, Any]:
+    """What rendering takes from the live cluster on a real deploy (none with --render-only).
+
+    ``mig``: in mix mode, the MIG resource (and GPU product) the mix plan on the live
+    snapshot chose for each node that takes a slice (unless ``--mig`` gave them);
+    ``capacity_caps``: with ``--autoscaling``, the replicas of each scaled node the
+    exact planner can place (``vfcore.capacity_cap``; an unknown limit caps nothing).
+    The cluster is read only when one of them is needed.
+    """
+    from vfcore import REALTIME, InvalidInputError, autoscaling_rejections, pod_requests
+    from vfcore.placement.demand import AutoscalingOptions
+    from vfcore.runtime.manifests import mig_choices
+
+    mig_nodes = sorted(
+        {p.node for p in pod_requests(spec, gpu_mode=options.gpu_mode) if p.slice == "mig"}
+    )
+    needs_mig = bool(mig_nodes) and not options.mig
+    scaled: list[str] = []
+    if options.keda and spec.flow_type == REALTIME:
+        rejections = autoscaling_rejections(
+            spec,
+            AutoscalingOptions(
+                enabled=True,
+                gpu_autoscaling=options.gpu_autoscaling,
+                max_replicas=options.max_replicas,
+            ),
+        )
+        scaled = [n.name for n in spec.nodes if not rejections[n.name]]
+    if not needs_mig and not scaled:
+        return {}
+    from vfadapters.kubernetes.client import connect_from_args
+    from vfadapters.kubernetes.deploy import run_live_plan
+    from vfcore.scaling import capacity_cap
+
+    cluster, result = run_live_plan(connect_from_args(args), spec, args)
+    changes: dict[str, Any] = {}
+    if needs_mig:
+        chosen = {} if result.mig is None else mig_choices(result.mig, cluster.nodes)
+        missing = [n for n in mig_nodes if n not in chosen]
+        if missing:
+            raise InvalidInputError(
+                "mig-not-planned",
+                f"--gpu-mode mix: the plan on the live cluster is {result.verdict} and chose "
+                f"no MIG profile for {missing}",
+                "run `vf plan FLOW --kube --gpu-mode mix` to see why, or pass --mig "
+                "NODE=RESOURCE[@PRODUCT]",
+            )
+        changes["mig"] = chosen
+    caps: dict[str, int] = {}
+    for node in scaled:
+        cap = capacity_cap(
+            spec,
+            cluster,
+            node,
+            up_to=options.max_replicas,
+            gpu_mode=options.gpu_mode,
+            gpu_resource_name=options.gpu_resource_name,
+            gpu_node_selector=options.gpu_node_selector,
+            resources={n: dict(r) for n, r in options.resources},
+        )
+        if cap.limit is not None:
+            caps[node] = cap.limit
+    if caps:
+        changes["capacity_caps"] = caps
+    return changes
+
+
 def to_yaml(obj: dict[str, Any]) -> str:
     """One object as YAML, keys in render order (the same bytes for the same object)."""
     import yaml
@@ -277,6 +345,10 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     flow_file = path.name + (f":{factory}" if factory else "")
     _, spec = load_runnable(args.flow)
     options = render_options(args, flow_file)
+    if not args.render_only:
+        changes = live_render_inputs(args, spec, options)
+        if changes:
+            options = replace(options, **changes)
     objects = render(spec, options)
     if args.render_only:
         out = None if args.output is None else Path(args.output)
@@ -292,10 +364,9 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------
-# apply_and_wait: OWNED BY THE LIVE-CLUSTER HELPER (issue 14, item 4-6).
-# Preflight from the live cluster, server-side apply in dependency order
-# (field manager `vf`), --dry-run=server, the wait loop. Until it is built,
-# `vf deploy` without --render-only refuses with `deploy-not-built`.
+# apply_and_wait: OWNED BY THE LIVE-CLUSTER HELPER (issue 14, items 4-6):
+# preflight from the live cluster, server-side apply in dependency order
+# (field manager `vf`), --dry-run=server, the wait loop (vfadapters.kubernetes.deploy).
 # ---------------------------------------------------------------------------
 def apply_and_wait(args: argparse.Namespace, objects: tuple[dict[str, Any], ...]) -> int:
     """Preflight on the live cluster, server-side apply, wait (vfadapters.kubernetes.deploy)."""

@@ -6,8 +6,9 @@ Loaded on first use, never by ``import vfcore`` (``vf explain`` does not need it
 slots, routing per edge, devices) for the local executor to carry out;
 :mod:`vfcore.runtime.topology` lists the NATS JetStream streams, subjects and
 consumers of a broker run (``broker_topology``); :mod:`vfcore.runtime.manifests`
-renders a run's Kubernetes objects (``render``, ``RenderOptions``), loaded on
-first use (it needs the scaling rules).
+renders a run's Kubernetes objects (``vfcore.render``, ``vfcore.RenderOptions``,
+loaded on first use: it needs the scaling rules, so this package does not
+import it).
 """
 
 from vfcore.runtime.devices import (
@@ -69,7 +70,6 @@ __all__ = [
     "LocalLayout",
     "NodeLayout",
     "PodLayout",
-    "RenderOptions",
     "Routing",
     "RunControl",
     "StreamConfig",
@@ -78,28 +78,9 @@ __all__ = [
     "assign_devices",
     "broker_topology",
     "check_run_id",
-    "flow_label",
     "local_layout",
-    "mig_choices",
     "nats_name_problem",
     "nats_subject_problem",
-    "object_name",
-    "render",
-    "run_selector",
     "subject_matches",
     "visible_devices",
 ]
-
-_MANIFEST_NAMES = frozenset(
-    {"RenderOptions", "flow_label", "mig_choices", "object_name", "render", "run_selector"}
-)
-
-
-def __getattr__(name: str) -> object:
-    # The manifests load on first use: they need vfcore.scaling, which
-    # `vfcore.assign_devices` (this package's devices) must not load.
-    if name in _MANIFEST_NAMES:
-        from vfcore.runtime import manifests
-
-        return getattr(manifests, name)
-    raise AttributeError(f"module 'vfcore.runtime' has no attribute {name!r}")

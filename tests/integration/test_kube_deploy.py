@@ -115,6 +115,10 @@ def test_deploy_status_teardown(fake: FakeKube, tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     assert "preflight: fits" in first.stderr
     assert "job(s) of the run completed" in first.stdout
+    node_lists = fake.call(
+        lambda h: [r for r in h._requests if r.resource and r.resource.plural == "nodes"]
+    )
+    assert len(node_lists) == 1  # one snapshot, one plan: rendering and preflight share it
     sent = applies(fake)
     kinds = [s["plural"] for s in sent]
     assert kinds.index("statefulsets") < kinds.index("jobs")  # broker before workers

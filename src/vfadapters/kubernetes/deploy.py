@@ -131,7 +131,14 @@ def _selector_pair(text: str | None) -> tuple[str, str] | None:
 
 def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any, Any]:
     """``(snapshot, plan)``: vfcore's plan of ``spec`` on the live cluster, with the deploy's
-    GPU options."""
+    GPU options.
+
+    One ``vf deploy`` plans once: the answer is kept on ``args`` (rendering takes MIG
+    choices and KEDA caps from it, the preflight its verdict) for the same spec.
+    """
+    cached = getattr(args, "_vf_live_plan", None)
+    if cached is not None and cached[0] is spec:
+        return cached[1], cached[2]
     from vfadapters.kubernetes.snapshot import read_snapshot
     from vfcore.placement.claims import parse_resources_option
     from vfcore.placement.plan import plan
@@ -141,7 +148,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
         for node, entries in parse_resources_option(text).items():
             resources.setdefault(node, {}).update(entries)
     cluster = read_snapshot(client)
-    return cluster, plan(
+    result = plan(
         spec,
         cluster,
         gpu_mode=getattr(args, "gpu_mode", "exclusive"),
@@ -150,6 +157,8 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
         gpu_node_selector=_selector_pair(getattr(args, "gpu_node_selector", None)),
         resources=resources,
     )
+    args._vf_live_plan = (spec, cluster, result)
+    return cluster, result
 
 
 def explainer(result: Any, spec: Any, run_id: str) -> Any:
@@ -286,7 +295,8 @@ def apply_and_wait(
 
     out = out or sys.stdout
     err = err or sys.stderr
-    _, spec = load_runnable(args.flow)
+    cached = getattr(args, "_vf_live_plan", None)
+    spec = cached[0] if cached is not None else load_runnable(args.flow)[1]
     run_id = _run_of(objects)
     namespace = getattr(args, "namespace", "default")
 

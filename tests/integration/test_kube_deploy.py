@@ -245,3 +245,29 @@ def test_ctrl_c_while_waiting_leaves_the_run_and_prints_the_teardown(
     assert "vf teardown" in err and "--run r1" in err
     assert "left in place" in err or "stays" in err
     assert any(k[0] == "jobs" for k in stored(fake))  # nothing deleted
+
+
+def test_status_reads_broker_lag_per_edge_when_the_broker_is_reachable(
+    fake: FakeKube, tmp_path: Path, fresh_nats_server: Any
+) -> None:
+    flow = flow_file(tmp_path, gpus=1)
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    assert deploy(flow, kubeconfig, "--broker", fresh_nats_server.url).returncode == 0
+    before = run_vf(
+        "status", flow, "--kubeconfig", kubeconfig, "--broker", fresh_nats_server.url, "--json"
+    )
+    edges = one_json_document(before)["lag"]["edges"]
+    assert [(e["parent"], e["node"]) for e in edges] == [("src", "infer")]
+    assert edges[0]["lag"] is None and edges[0]["reason"]  # no stream yet: unknown, never 0
+    setup = run_vf("broker-setup", flow, "--broker", fresh_nats_server.url, "--run", "r1")
+    assert setup.returncode == 0, setup.stderr
+    for flag, url in (
+        ("--broker", fresh_nats_server.url),
+        ("--monitor", fresh_nats_server.monitor_url),
+    ):
+        after = run_vf("status", flow, "--kubeconfig", kubeconfig, flag, url, "--json")
+        assert after.returncode == 0, after.stderr
+        lag = one_json_document(after)["lag"]
+        assert [e["lag"] for e in lag["edges"]] == [0], lag
+    text = run_vf("status", flow, "--kubeconfig", kubeconfig, "--broker", fresh_nats_server.url)
+    assert "src -> infer: 0" in text.stdout

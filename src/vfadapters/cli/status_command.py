@@ -141,5 +141,5 @@ def _print(doc: dict[str, Any], out: TextIO) -> None:
         out.write("\nbroker lag (pending + ack-pending per edge)\n")
         for e in lag["edges"]:
             value = "unknown" if e.get("lag") is None else str(e["lag"])
-            why = f" ({e.get('reason') or e.get('detail')})" if e.get("lag") is None else ""
+            why = f" ({e.get('reason')})" if e.get("lag") is None else ""
             out.write(f"  {e['parent']} -> {e['node']}: {value}{why}\n")

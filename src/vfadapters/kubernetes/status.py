@@ -171,6 +171,8 @@ def _lag(spec: Any, run_id: str, broker_url: str | None, monitor_url: str | None
     out = []
     for (parent, child), reading in live.readings.items():
         doc = reading.to_dict()
+        if doc.get("lag") is None:  # the same key as without a broker: why it is unknown
+            doc["reason"] = f"{doc.get('unknown')}: {doc.get('detail')}".rstrip(": ")
         out.append({"parent": parent, "node": child, **doc})
     return {"source": live.source, "method": live.method, "edges": out}
 

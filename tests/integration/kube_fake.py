@@ -109,6 +109,8 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         self.fail_later_pages: set[str] = set()
         #: Emulate controllers + scheduler: a workload applied gets its pods, bound to this node.
         self.spawn_bound_pods_on: str | None = None
+        #: With ``spawn_bound_pods_on``: the pods are Ready, Deployments/StatefulSets report so.
+        self.ready_workloads = False
         #: Emulate the Job controller: a Job applied is stored with ``Complete=True``.
         self.complete_jobs = False
 
@@ -247,9 +249,17 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
                             **(template.get("spec") or {}),
                             "nodeName": self.spawn_bound_pods_on,
                         },
-                        "status": {"phase": "Running"},
+                        "status": {
+                            "phase": "Running",
+                            "conditions": [
+                                {"type": "PodScheduled", "status": "True"},
+                                {"type": "Ready", "status": str(self.ready_workloads)},
+                            ],
+                        },
                     }
                     self._objects[(kmock.resource("v1/pods"), request.namespace, pod_name)] = pod
+                if self.ready_workloads and request.resource.plural != "jobs":
+                    merged["status"] = {"replicas": count, "readyReplicas": count}
             if changed and not dry:
                 if exists:
                     self._objects[key].create(merged)  # a new version, whole

@@ -271,3 +271,49 @@ def test_status_reads_broker_lag_per_edge_when_the_broker_is_reachable(
         assert [e["lag"] for e in lag["edges"]] == [0], lag
     text = run_vf("status", flow, "--kubeconfig", kubeconfig, "--broker", fresh_nats_server.url)
     assert "src -> infer: 0" in text.stdout
+
+
+REALTIME_FLOW = """
+from vfcore import REALTIME, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+class Cam(ProducerNode):
+    def next(self):
+        return 1
+
+class Detect(ProcessorNode):
+    def process(self, item):
+        return item
+
+class Sink(ConsumerNode):
+    def consume(self, item):
+        pass
+
+flow = Flow([Sink(name="sink")(Detect(name="detect", nb_tasks=2, device_type="gpu", gpu_count=1)(Cam(name="cam")))],
+            flow_type=REALTIME, name="rtdemo")
+"""
+
+
+def test_realtime_deploy_waits_until_every_workload_is_ready(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    fake.call(lambda h: setattr(h, "spawn_bound_pods_on", "gpu-a"))
+    fake.call(lambda h: setattr(h, "ready_workloads", True))
+    flow = tmp_path / "rtdemo.py"
+    flow.write_text(REALTIME_FLOW, encoding="utf-8")
+    result = deploy(flow, fake.kubeconfig(tmp_path / "kubeconfig"))
+    assert result.returncode == 0, result.stderr
+    assert "workload(s) ready" in result.stdout
+    sent = applies(fake)
+    assert "deployments" in {s["plural"] for s in sent}
+    assert "poddisruptionbudgets" in {s["plural"] for s in sent}  # detect has 2 replicas
+    kinds = [s["plural"] for s in sent]
+    assert kinds.index("poddisruptionbudgets") > max(
+        i for i, k in enumerate(kinds) if k == "deployments"
+    )
+    fake.call(lambda h: setattr(h, "ready_workloads", False))  # pods bound, never Ready
+    stuck = run_vf(
+        "deploy", flow, "--image", "registry.example/kdemo:1", "--run", "r2",
+        "--kubeconfig", fake.kubeconfig(tmp_path / "kubeconfig"), "--timeout", "2",
+    )  # fmt: skip
+    assert stuck.returncode == 1
+    assert "error: run-timeout" in stuck.stderr and "0/2" in stuck.stderr

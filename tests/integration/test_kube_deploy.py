@@ -317,3 +317,25 @@ def test_realtime_deploy_waits_until_every_workload_is_ready(
     )  # fmt: skip
     assert stuck.returncode == 1
     assert "error: run-timeout" in stuck.stderr and "0/2" in stuck.stderr
+
+
+def test_force_conflicts_and_bad_durations(fake: FakeKube, tmp_path: Path) -> None:
+    flow = flow_file(tmp_path, gpus=1)
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    assert deploy(flow, kubeconfig).returncode == 0
+    jobs = [k for k in stored(fake) if k[0] == "jobs"]
+    name = next(n for _, _, n in jobs if "infer" in n)
+    theirs = fake.get("batch/v1/jobs", "default", name)
+    assert theirs is not None
+    theirs["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update"}]
+    theirs["spec"]["backoffLimit"] = 99
+    fake.put("batch/v1/jobs", "default", theirs)
+    conflict = deploy(flow, kubeconfig)
+    assert conflict.returncode == 1 and "error: kube-apply-conflict" in conflict.stderr
+    assert "--force-conflicts" in conflict.stderr
+    forced = deploy(flow, kubeconfig, "--force-conflicts")
+    assert forced.returncode == 0, forced.stderr
+    assert applies(fake)[-1]["force"] is True
+    for flag, value in (("--timeout", "0"), ("--unschedulable-grace", "-1"), ("--timeout", "nan")):
+        bad = deploy(flow, kubeconfig, flag, value)
+        assert bad.returncode == 2 and "error: invalid-timeout" in bad.stderr, bad.stderr

@@ -167,6 +167,19 @@ def register(sub: Any) -> None:
         metavar="S",
         help="give up waiting after S seconds (600)",
     )
+    p.add_argument(
+        "--unschedulable-grace",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="how long a pod may stay Unschedulable before the wait gives up with "
+        "kube-scheduler's message (60)",
+    )
+    p.add_argument(
+        "--force-conflicts",
+        action="store_true",
+        help="take over fields another field manager owns (server-side apply force=true)",
+    )
     add_connection_options(p)
     p.set_defaults(handler=_cmd_deploy)
 

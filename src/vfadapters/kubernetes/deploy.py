@@ -190,6 +190,26 @@ def explainer(result: Any, spec: Any, run_id: str) -> Any:
     return explain
 
 
+def _check_durations(args: argparse.Namespace) -> None:
+    """``--timeout`` > 0 and ``--unschedulable-grace`` >= 0, before anything is applied."""
+    import math
+
+    from vfcore import InvalidInputError
+
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise InvalidInputError(
+            "invalid-timeout", f"--timeout {timeout} must be > 0 seconds", "e.g. --timeout 600"
+        )
+    grace = getattr(args, "unschedulable_grace", 60.0)
+    if not (math.isfinite(grace) and grace >= 0):
+        raise InvalidInputError(
+            "invalid-timeout",
+            f"--unschedulable-grace {grace} must be >= 0 seconds",
+            "e.g. --unschedulable-grace 60",
+        )
+
+
 def _remedy_to_apply(result: Any) -> Any:
     """The scheduler model's remedy when the flow as applied does not surely land and the
     remedy changes that; else ``None``."""
@@ -295,6 +315,7 @@ def apply_and_wait(
 
     out = out or sys.stdout
     err = err or sys.stderr
+    _check_durations(args)
     cached = getattr(args, "_vf_live_plan", None)
     spec = cached[0] if cached is not None else load_runnable(args.flow)[1]
     run_id = _run_of(objects)
@@ -365,7 +386,7 @@ def apply_and_wait(
         jobs=jobs,
         workloads=workloads,
         timeout_s=getattr(args, "timeout", None),
-        unschedulable_grace_s=float(getattr(args, "unschedulable_grace", 60.0) or 60.0),
+        unschedulable_grace_s=float(getattr(args, "unschedulable_grace", 60.0)),
         explain=explainer(result, spec, run_id),
     )
     teardown = teardown_command(args, run_id)

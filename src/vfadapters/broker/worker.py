@@ -738,15 +738,29 @@ class BrokerWorker(Worker):
                 self.ctl[edge.cost_field] = int(fields[SLOT.COST_NS])
 
     async def replicas_done(self, parent: str, replicas: int) -> bool:
+        """Whether ``parent`` has ended.
+
+        Replicas that each own their share (a producer's replicas, a partitioned
+        node's) must all have written ``done``. Competing replicas share one
+        consumer, and one of them ends only once that consumer holds nothing pending
+        and nothing in flight (its siblings' outputs are then all stored), so any
+        one's ``done`` ends the node — which also covers a Deployment, whose pods
+        all run as replica 0.
+        """
         from nats.js.errors import KeyNotFoundError
 
         control = self.topo.control
+        node = self.spec.node(parent)
+        owned = node.is_producer or (node.partition_by is not None and replicas > 1)
+        found = 0
         for r in range(replicas):
             try:
                 await self.kv.get(control.done_key(parent, r))
+                found += 1
             except KeyNotFoundError:
-                return False
-        return True
+                if owned:
+                    return False
+        return found > 0
 
     # -- the whole life ---------------------------------------------------------------------
 

@@ -632,6 +632,12 @@ def _node_objects(
     gpu = node.is_gpu
     out: list[dict[str, Any]] = []
     template_meta = {"labels": labels, "annotations": {"vfcore.io/node-name": node.name}}
+    if workload == "deployment" or (workload == "job" and replicas == 1):
+        # no index of its own (a Deployment's pods share a template, a one-pod Job has
+        # no completion index) and a random name suffix that may be all digits: a
+        # worker must not read that as a replica index; competing replicas share one
+        # consumer, and any of them writing "done" ends the node (docs/broker.md)
+        container["env"] = [*container["env"], {"name": "VF_REPLICA", "value": "0"}]
     if workload == "job":
         job_spec: dict[str, Any] = {
             "completions": replicas,

@@ -321,7 +321,7 @@ def test_check_placement_of_a_shared_pod_on_a_node_without_gpu_facts():
 def test_an_infeasible_packing_reports_the_partial_placement_and_its_numbers():
     result = pack(gpu_pods(2, 2, 2), gpu_nodes(2, 2), config=CONFIG)
     assert (result.report.objective, result.report.bound) == (2.0, 2.0)  # 2 pods placed
-    assert result.report.wall_s >= 0.0
+    assert result.report.wall_s > 0.0  # the partial CP-SAT solve's own time
     assert result.report.deterministic is True
     assert result.report.variables == 2  # one count per (pod shape, node type) pattern
     timed = pack(gpu_pods(2, 2, 2), gpu_nodes(2, 2), config=SolverConfig.wall_clock(5.0, 1))

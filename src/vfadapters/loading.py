@@ -38,6 +38,7 @@ __all__ = [
     "import_file",
     "input_limit",
     "load_flow",
+    "load_runnable",
     "read_bounded",
     "split_target",
 ]
@@ -282,3 +283,26 @@ def load_flow(target: str) -> Flow | FlowSpec:
             f"make {factory}() return Flow([consumer, ...])",
         )
     return value
+
+
+def load_runnable(target: str) -> tuple[Flow, FlowSpec]:
+    """``(flow, spec)`` of a flow file, named as ``vf run`` names it."""
+    from dataclasses import replace
+
+    from vfcore import validate
+
+    loaded = load_flow(target)
+    if isinstance(loaded, FlowSpec):
+        raise InvalidInputError(
+            "run-needs-code",
+            f"{target} is a FlowSpec: it describes the flow but holds no node code to run",
+            "pass the flow's .py file (flow.py or flow.py:factory)",
+        )
+    name = loaded.name or split_target(target)[0].stem
+    spec = loaded.spec()
+    if spec.name != name:
+        spec = replace(spec, name=name)
+    issues = validate(spec)
+    if any(i.is_error for i in issues):
+        raise InvalidFlowError(issues)
+    return loaded, spec

@@ -30,7 +30,7 @@ from tests.integration.test_local_batch import read_lines, write_flow
 from vfadapters.broker.client import api_request, delete_topology, is_not_found
 from vfadapters.broker.run import BrokerRunOptions, run_on_broker
 from vfadapters.broker.server import NatsServer
-from vfadapters.cli.worker_command import load_runnable
+from vfadapters.loading import load_runnable
 from vfadapters.local.options import RunOptions
 from vfcore.runtime import BrokerTopology, broker_topology
 

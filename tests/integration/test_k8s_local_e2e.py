@@ -32,7 +32,7 @@ from typing import Any
 
 from tests.integration.cli_helpers import REPO
 from vfadapters.broker.server import NatsServer
-from vfadapters.cli.worker_command import load_runnable
+from vfadapters.loading import load_runnable
 from vfcore.runtime.manifests import RenderOptions, render
 
 FLOW = REPO / "examples" / "traffic" / "flow.py"

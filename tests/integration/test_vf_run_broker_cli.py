@@ -27,7 +27,7 @@ from tests.integration.test_local_batch import write_flow
 from vfadapters.broker.client import api_request, delete_topology, ensure_topology
 from vfadapters.broker.record import pack
 from vfadapters.broker.server import NatsServer
-from vfadapters.cli.worker_command import load_runnable
+from vfadapters.loading import load_runnable
 from vfcore.runtime import broker_topology
 
 

@@ -106,7 +106,7 @@ class _Worker:
 
 class BrokerRun:
     def __init__(self, target: str, opts: RunOptions, bopts: BrokerRunOptions) -> None:
-        from vfadapters.cli.worker_command import load_runnable
+        from vfadapters.loading import load_runnable
 
         self.target = target
         self.opts = opts

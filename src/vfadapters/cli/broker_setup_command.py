@@ -44,7 +44,8 @@ def register(sub: Any) -> None:
 
 def _cmd_broker_setup(args: argparse.Namespace) -> int:
     from vfadapters.broker.client import Bridge, ensure_topology
-    from vfadapters.cli.worker_command import load_runnable, topology_options
+    from vfadapters.cli.worker_command import topology_options
+    from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
     from vfcore.runtime import broker_topology, check_run_id
 

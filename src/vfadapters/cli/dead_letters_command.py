@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 def _cmd_dead_letters(args: argparse.Namespace) -> int:
     from vfadapters.broker.client import Bridge
     from vfadapters.broker.dead_letters import read_letters, replay_letters
-    from vfadapters.cli.worker_command import load_runnable
+    from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
     from vfcore.runtime import broker_topology, check_run_id
 

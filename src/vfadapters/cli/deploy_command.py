@@ -350,8 +350,7 @@ def write_objects(objects: tuple[dict[str, Any], ...], out_dir: Path | None) -> 
 
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
-    from vfadapters.cli.worker_command import load_runnable
-    from vfadapters.loading import split_target
+    from vfadapters.loading import load_runnable, split_target
     from vfcore.runtime.manifests import render
 
     path, factory = split_target(args.flow)

@@ -97,32 +97,9 @@ def topology_options(args: argparse.Namespace, realtime_keep: int | None = None)
     )
 
 
-def load_runnable(target: str) -> tuple[Any, Any]:
-    """``(flow, spec)`` of a flow file, named as ``vf run`` names it."""
-    from dataclasses import replace
-
-    from vfadapters.loading import load_flow, split_target
-    from vfcore import FlowSpec, InvalidFlowError, InvalidInputError, validate
-
-    loaded = load_flow(target)
-    if isinstance(loaded, FlowSpec):
-        raise InvalidInputError(
-            "run-needs-code",
-            f"{target} is a FlowSpec: it describes the flow but holds no node code to run",
-            "pass the flow's .py file (flow.py or flow.py:factory)",
-        )
-    name = loaded.name or split_target(target)[0].stem
-    spec = loaded.spec()
-    if spec.name != name:
-        spec = replace(spec, name=name)
-    issues = validate(spec)
-    if any(i.is_error for i in issues):
-        raise InvalidFlowError(issues)
-    return loaded, spec
-
-
 def _cmd_worker(args: argparse.Namespace) -> int:
     from vfadapters.broker.worker import WorkerOptions, replica_from_env, run_worker
+    from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
     from vfcore.runtime import check_run_id
 

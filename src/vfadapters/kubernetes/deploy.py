@@ -308,10 +308,10 @@ def apply_and_wait(
     err: TextIO | None = None,
 ) -> int:
     """Preflight, apply and wait; see the module docstring. Returns the exit code."""
-    from vfadapters.cli.worker_command import load_runnable
     from vfadapters.kubernetes.apply import apply_objects
     from vfadapters.kubernetes.client import KubeApiError, connect_from_args
     from vfadapters.kubernetes.wait import WaitOptions, expected_from_objects, wait_for_run
+    from vfadapters.loading import load_runnable
 
     out = out or sys.stdout
     err = err or sys.stderr

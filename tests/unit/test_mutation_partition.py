@@ -147,3 +147,11 @@ def test_a_long_value_is_cut_to_80_characters():
     assert InvalidKeyError(longer, "r").message == (
         repr(longer)[:77] + "... is not a partition key: r"
     )
+
+
+def test_moved_fraction_needs_a_key_to_measure():
+    with pytest.raises(InvalidInputError) as info:
+        moved_fraction(4, 5, keys=[])
+    assert info.value.rule == "empty-key-sample"
+    assert info.value.message == "moved_fraction needs at least one key to measure, got none"
+    assert info.value.hint == "pass a sample of the keys the node sees (e.g. recent trace ids)"

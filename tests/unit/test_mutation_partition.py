@@ -155,3 +155,28 @@ def test_moved_fraction_needs_a_key_to_measure():
     assert info.value.rule == "empty-key-sample"
     assert info.value.message == "moved_fraction needs at least one key to measure, got none"
     assert info.value.hint == "pass a sample of the keys the node sees (e.g. recent trace ids)"
+
+
+@pytest.mark.parametrize("bad", [-1, 2**64, 1.0, "7", True])
+def test_jump_bucket_needs_an_unsigned_64_bit_int(bad: object):
+    with pytest.raises(InvalidInputError) as info:
+        jump_bucket(bad, 4)  # type: ignore[arg-type]
+    assert info.value.rule == "invalid-hash-value"
+    assert info.value.message == f"jump_bucket needs an unsigned 64-bit int, got {bad!r}"
+    assert info.value.hint == "pass key_hash(key), or use partition_of(key, n, 'jump')"
+    assert jump_bucket(2**64 - 1, 4) in range(4) and jump_bucket(0, 4) == 0
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.0, "4", True])
+def test_a_bad_replica_count_is_named(bad: object):
+    for call in (
+        lambda: jump_bucket(H, bad),  # type: ignore[arg-type]
+        lambda: partition_of("k", bad),  # type: ignore[arg-type]
+        lambda: expected_moved_fraction(bad, 4),  # type: ignore[arg-type]
+        lambda: moved_fraction(4, bad, keys=["k"]),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InvalidInputError) as info:
+            call()
+        assert info.value.rule == "invalid-replica-count"
+        assert info.value.message == f"the replica count must be an int >= 1, got {bad!r}"
+        assert info.value.hint == "pass the node's replica count (vfcore.effective_replicas(node))"

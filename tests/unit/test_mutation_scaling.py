@@ -665,3 +665,12 @@ def test_an_observed_stray_parent_has_its_hint():
         info.value.message == "the observations give j parent(s) ['c']; its parents are ['a', 'b']"
     )
     assert info.value.hint == "observe each parent stream the node consumes, by the parent's name"
+
+
+def test_the_rendered_rule_of_a_predicted_node_starts_at_its_nb_tasks():
+    result = decide_flow(
+        _realtime_flow(), {"detector": _obs(frames=30)}, options=GPU_OPTIONS, predict=True
+    )
+    scaler = result.node("detector").scaler
+    assert scaler is not None
+    assert (scaler.min_replica_count, scaler.max_replica_count) == (2, 12)

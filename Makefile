@@ -6,7 +6,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 EXAMPLE ?= examples/traffic/flow.py
 CLUSTER ?= examples/traffic/cluster
 
-.PHONY: run test setup setup-dev lint typecheck pytest bench clean
+.PHONY: run test setup setup-dev lint typecheck pytest bench mutation clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,15 @@ test: lint typecheck pytest
 
 bench: $(VENV)/.setup-dev
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Mutation testing of vfcore's decision modules (docs/testing.md): mutmut on a copy of
+# the tree, each module against its own tests, hypothesis derandomized. Slow (minutes
+# to hours per module): not part of `make test`. MODULES=quantity scaling … picks some.
+MODULES ?=
+MUTATION_DIR ?= /tmp/vf-mutation
+mutation: $(VENV)/.setup-dev
+	$(PIP) install 'mutmut==3.8.1'
+	$(BIN)/python tools/mutation.py --workdir $(MUTATION_DIR) $(MODULES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -301,3 +301,81 @@ def test_used_units_is_bound_plus_extra_and_unknown_counts_as_empty() -> None:
     unknown = node("u", allocatable={GPU: 8}, unknown_reason="Forbidden")
     assert used_units(unknown, GPU) == 0
     assert used_units(unknown, GPU, {GPU: 2}) == 2
+
+
+# -- shared GPU pools: the exact VRAM rules (issue 18, mutation testing) ------------------------------
+
+
+def _pool(
+    sharing: str,
+    memory_mib: int | None = 16384,
+    replicas: int = 4,
+    resource: str = "nvidia.com/gpu",
+):
+    from vfcore.placement.fit import card_vram_mib, pool_resource, pool_vram_reason
+
+    gpu = GpuInfo(product="T4", memory_mib=memory_mib, count=1, sharing=sharing, replicas=replicas)
+    n = node("p", allocatable={resource: replicas}, gpu=gpu)
+    return n, card_vram_mib, pool_resource, pool_vram_reason
+
+
+def _whole(mib: int | None, resource: str = "nvidia.com/gpu", units: int = 1) -> PodRequest:
+    return PodRequest("w/0", "w", 0, ((resource, units),), gpu_memory_mib=mib, slice="whole")
+
+
+@pytest.mark.parametrize(
+    ("sharing", "mib", "reason"),
+    [
+        ("time-slicing", 16384, None),  # exactly one card: fits
+        (
+            "time-slicing",
+            16385,
+            "node(s) share GPUs by time-slicing: 16.00 GiB of VRAM asked, 16.00 GiB per card",
+        ),
+        ("mps", 4096, None),  # exactly memory / replicas: fits
+        (
+            "mps",
+            4097,
+            "node(s) share GPUs by mps: 4.00 GiB of VRAM asked, each of 4 clients of a 16.00 GiB "
+            "card gets 4.00 GiB",
+        ),
+        ("mps", None, None),  # declares nothing
+    ],
+)
+def test_pool_vram_reason_at_the_edges(sharing: str, mib: int | None, reason: str | None):
+    n, card_vram_mib, pool_resource, pool_vram_reason = _pool(sharing)
+    pod = _whole(mib)
+    assert pool_resource(pod, n) == "nvidia.com/gpu"
+    assert pool_vram_reason(pod, n) == reason
+    assert card_vram_mib(pod, n) == ((mib or 0) if sharing == "time-slicing" else 0)
+
+
+def test_pool_rules_need_the_card_memory_and_a_pool_resource():
+    n, card_vram_mib, pool_resource, pool_vram_reason = _pool("time-slicing", memory_mib=None)
+    assert (pool_vram_reason(_whole(99999), n), card_vram_mib(_whole(99999), n)) == (None, 0)
+    renamed, card_vram_mib, pool_resource, pool_vram_reason = _pool(
+        "time-slicing", resource="nvidia.com/gpu.shared"
+    )
+    pod = _whole(20000, resource="nvidia.com/gpu.shared")
+    assert pool_resource(pod, renamed) == "nvidia.com/gpu.shared"
+    assert pool_vram_reason(pod, renamed) is not None
+    assert card_vram_mib(pod, renamed) == 20000
+    assert pool_resource(_whole(20000), renamed) is None  # nvidia.com/gpu is not advertised there
+    assert pool_resource(_whole(20000, units=0), renamed) is None
+    plain = node(
+        "x", allocatable={"nvidia.com/gpu": 4}, gpu=GpuInfo(product="T4", memory_mib=16384, count=4)
+    )
+    assert (pool_resource(_whole(20000), plain), card_vram_mib(_whole(20000), plain)) == (None, 0)
+    assert pool_vram_reason(_whole(20000), plain) is None
+    assert pool_resource(_whole(1), node("y", allocatable={"nvidia.com/gpu": 4})) is None
+
+
+def test_fits_is_eligible_and_not_short():
+    from vfcore.placement.fit import fits
+
+    pod = PodRequest("c/0", "c", 0, (("cpu", 1000),))
+    assert fits(pod, node("a", allocatable={"cpu": 1000}))
+    assert not fits(pod, node("a", allocatable={"cpu": 999}))
+    assert not fits(pod, node("a", allocatable={"cpu": 4000}, unschedulable=True))
+    assert not fits(pod, node("a", allocatable={"cpu": 1500}), {"cpu": 501})
+    assert fits(pod, node("a", allocatable={"cpu": 1500}), {"cpu": 500})

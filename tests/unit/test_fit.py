@@ -379,3 +379,61 @@ def test_fits_is_eligible_and_not_short():
     assert not fits(pod, node("a", allocatable={"cpu": 4000}, unschedulable=True))
     assert not fits(pod, node("a", allocatable={"cpu": 1500}), {"cpu": 501})
     assert fits(pod, node("a", allocatable={"cpu": 1500}), {"cpu": 500})
+
+
+def test_fit_documents_have_every_field():
+    from vfcore.placement.fit import Ineligible, Insufficient
+
+    short = Insufficient("cpu", requested=4000, used=1000, capacity=2000)
+    assert short.to_dict() == {
+        "resource": "cpu",
+        "requested": 4000,
+        "used": 1000,
+        "capacity": 2000,
+        "message": "Insufficient cpu",
+    }
+    assert Ineligible("node(s) were unschedulable").to_dict() == {
+        "message": "node(s) were unschedulable"
+    }
+    unplaced = Unplaced("w/0", "unschedulable", "0/1 nodes", (short,), "free 2 cpu")
+    assert unplaced.to_dict() == {
+        "pod": "w/0",
+        "kind": "unschedulable",
+        "summary": "0/1 nodes",
+        "reasons": ["Insufficient cpu"],
+        "fix": "free 2 cpu",
+    }
+
+
+def _shared(mib: int | None) -> PodRequest:
+    return PodRequest("s/0", "s", 0, (), gpu_memory_mib=mib, slice="shared")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "mib", "reasons"),
+    [
+        (GpuInfo(product="T4", memory_mib=16384, count=2), 16384, ()),  # exactly a card
+        (
+            GpuInfo(product="T4", memory_mib=16384, count=2),
+            16385,
+            ("node(s) had too little VRAM per card: 16.00 GiB asked, 16.00 GiB per card",),
+        ),
+        (None, 1024, ("node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)",)),
+        (
+            GpuInfo(product="T4", memory_mib=None, count=2),
+            1024,
+            ("node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)",),
+        ),
+        (
+            GpuInfo(product="T4", memory_mib=16384, count=None),
+            1024,
+            ("node(s) had no GPU memory facts (nvidia.com/gpu.memory, .count)",),
+        ),
+    ],
+)
+def test_vfcore_rules_for_a_shared_slice(gpu, mib: int, reasons: tuple[str, ...]):
+    from vfcore.placement.fit import _vfcore_reasons
+
+    assert _vfcore_reasons(_shared(mib), node("g", allocatable={"cpu": 1}, gpu=gpu)) == reasons
+    whole = PodRequest("w/0", "w", 0, (("cpu", 1),), gpu_memory_mib=99999, slice="whole")
+    assert _vfcore_reasons(whole, node("g", allocatable={"cpu": 1}, gpu=gpu)) == ()

@@ -674,3 +674,10 @@ def test_the_rendered_rule_of_a_predicted_node_starts_at_its_nb_tasks():
     scaler = result.node("detector").scaler
     assert scaler is not None
     assert (scaler.min_replica_count, scaler.max_replica_count) == (2, 12)
+
+
+def test_the_prediction_is_made_at_time_zero_unless_told():
+    doc = {"plates": _obs(frames=30)}
+    assert decide_flow(_realtime_flow(), doc, predict=True).node("plates").prediction.now_s == 0.0  # type: ignore[union-attr]
+    later = decide_flow(_realtime_flow(), doc, predict=True, now_s=60.0).node("plates")
+    assert later.prediction is not None and later.prediction.now_s == 60.0

@@ -7,7 +7,7 @@ so a score does not depend on luck. Prints one line per module::
 
     quantity   killed 80 / 82 = 97.6 %  (survived 2, timeout 0, skipped 0)
 
-Usage: ``python tools/mutation.py [MODULE ...] [--workdir DIR] [--children N]``
+Usage: ``python tools/mutation.py [MODULE ...] [--workdir DIR] [--children N] [--only FILE]``
 (default: every module, ``/tmp/vf-mutation``, 1 child). Exit status 1 when a
 module's run fails, 0 otherwise (the score is reported, not enforced).
 """
@@ -69,6 +69,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "tests/unit/test_fit.py",
             "tests/unit/test_fit_messages.py",
             "tests/property/test_fit_laws.py",
+            "tests/unit/test_mutation_fit.py",
         ],
     ),
     "scheduler": (
@@ -151,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help=f"any of {sorted(MODULES)}")
     parser.add_argument("--workdir", default="/tmp/vf-mutation")
     parser.add_argument("--children", type=int, default=1)
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="mutate only these of the module's files (a bounded run; repeatable)",
+    )
     args = parser.parse_args(argv)
     env = dict(os.environ, HYPOTHESIS_PROFILE="ci", CI="true")
     unknown = sorted(set(args.modules) - set(MODULES))
@@ -159,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for name in args.modules or list(MODULES):
         files, tests = MODULES[name]
+        if args.only:
+            files = [f for f in files if f in args.only or Path(f).name in args.only]
+            if not files:
+                parser.error(f"--only {args.only} names none of {name}'s files")
         dest = Path(args.workdir) / name
         _copy_tree(dest)
         _configure(dest, files, tests)

@@ -83,6 +83,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "tests/unit/test_scheduler_versions.py",
             "tests/property/test_scheduler_laws.py",
             "tests/property/test_scheduler_bounds_laws.py",
+            "tests/unit/test_mutation_scheduler.py",
         ],
     ),
 }

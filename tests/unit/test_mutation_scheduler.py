@@ -6,6 +6,7 @@ a percentage, and what the engine says about a pod nothing fits."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from vfcore.placement.scheduler.scoring import (
     normalised_totals,
     parse_kube_version,
 )
+from vfcore.placement.scheduler.simulation import ByPodCount, LastTie, RandomTie
 
 GPU = "nvidia.com/gpu"
 GIB = 2**30
@@ -481,3 +483,89 @@ def test_the_simulation_says_how_unknown_nodes_were_bracketed(bracket: str) -> N
     assert sim.unknown_as == bracket
     assert sim.unknown_nodes == ("a",)
     assert bool(sim.placements) is (bracket == "empty")
+
+
+# -- the simulation: tie policies, refusals, stranded steps ------------------------------------
+
+
+def test_last_tie_takes_the_node_whose_name_sorts_last_not_the_highest_state() -> None:
+    # state 0 holds "z", state 1 holds "a" and "b": the last name is z, in state 0
+    assert LastTie().choose([0, 1], {0: ["z"], 1: ["a", "b"]}) == (0, 0)
+    assert LastTie().choose([0, 1], {0: ["a"], 1: ["b", "c"]}) == (1, 1)
+
+
+def test_random_tie_draws_over_the_tied_nodes_in_name_order() -> None:
+    classes = {0: ["c", "d"], 1: ["a"]}
+    names = ["a", "c", "d"]  # the states ordered by their first member's name
+    where = {"a": (1, 0), "c": (0, 0), "d": (0, 1)}
+    for seed in range(6):
+        pick = random.Random(seed).randrange(3)
+        assert RandomTie(random.Random(seed)).choose([0, 1], classes) == where[names[pick]]
+
+
+def test_random_tie_draws_between_two_single_nodes_and_not_for_one() -> None:
+    rng = random.Random(7)
+    before = rng.getstate()
+    assert RandomTie(rng).choose([3], {3: ["a"]}) == (3, 0)
+    assert rng.getstate() == before  # one tied node: nothing drawn
+    seen = {RandomTie(rng).choose([0, 1], {0: ["a"], 1: ["b"]}) for _ in range(40)}
+    assert seen == {(0, 0), (1, 0)}
+    seen = {RandomTie(rng).choose([0], {0: ["a", "b"]}) for _ in range(40)}
+    assert seen == {(0, 0), (0, 1)}
+
+
+def test_spread_and_pack_take_the_fewest_and_the_most_pods() -> None:
+    cluster = ClusterSnapshot.of([node(n, allocatable={"cpu": 8000}) for n in ("a", "b", "c")])
+    engine = Engine([pod("w/0", cpu=1000)], cluster, ScoringConfig(), {}, "empty")
+    (empty,) = engine.initial_classes()
+    one = engine.successor(0, empty)
+    two = engine.successor(0, one)
+    classes = {empty: ["c"], one: ["b"], two: ["a"]}
+    spread = ByPodCount(engine, fewest=True)
+    pack = ByPodCount(engine, fewest=False)
+    assert (spread.name, pack.name) == ("spread", "pack")
+    assert spread.choose([two, one, empty], classes) == (empty, 0)
+    assert pack.choose([empty, one, two], classes) == (two, 0)
+    assert pack.choose([empty, one], classes) == (one, 0)
+
+
+def test_a_stranded_pod_step_has_no_node_score_or_tie() -> None:
+    sim = simulate(
+        [pod("w/0", cpu=9000)], ClusterSnapshot.of([node("a", allocatable={"cpu": 1000})])
+    )
+    assert [(s.pod, s.node, s.score, s.tied_nodes, s.tied_states) for s in sim.steps] == [
+        ("w/0", None, None, 0, 0)
+    ]
+
+
+def test_simulation_refusals_say_what_and_why() -> None:
+    cluster = ClusterSnapshot.of([node("a", allocatable={"cpu": 1000})])
+    p0, p1 = pod("w/0", cpu=1), pod("w/1", cpu=1)
+    assert refusal(lambda: simulate([p0], cluster, tie="middle")) == (  # type: ignore[arg-type]
+        "invalid-tie-policy",
+        "tie policy 'middle' is not 'first', 'last' or a random.Random",
+        "pass tie='first', tie='last' or tie=random.Random(<seed>)",
+    )
+    assert refusal(lambda: simulate([p0], cluster, unknown_as="half")) == (  # type: ignore[arg-type]
+        "invalid-unknown-bracket",
+        "unknown_as is 'half'",
+        "use 'empty' or 'full'",
+    )
+    assert refusal(lambda: simulate([p0, p0], cluster)) == (
+        "duplicate-pod",
+        "pod w/0 is listed twice",
+        "pass each pod once (pods are named <node>/<replica>)",
+    )
+    assert refusal(lambda: simulate([p0, p1], cluster, order=["w/0", "w/2"])) == (
+        "invalid-order",
+        "the apply order is not a permutation of the pods (missing ['w/1'], "
+        "unknown or repeated ['w/2'])",
+        "list every pod exactly once",
+    )
+    assert refusal(lambda: simulate([p0, p1], cluster, order=["w/0", "w/0", "w/1"]))[1] == (
+        "the apply order is not a permutation of the pods (missing [], unknown or repeated ['w/0'])"
+    )
+    assert refusal(lambda: simulate([p0, p1], cluster, order=["w/0", "w/0"]))[1] == (
+        "the apply order is not a permutation of the pods (missing ['w/1'], "
+        "unknown or repeated ['w/0'])"
+    )

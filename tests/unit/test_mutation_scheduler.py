@@ -15,7 +15,7 @@ import pytest
 from vfcore.cluster import ClusterSnapshot, Taint, Toleration, node
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.scheduler import ScoringConfig, simulate
+from vfcore.placement.scheduler import ScoringConfig, node_score, simulate
 from vfcore.placement.scheduler.engine import Budget, Engine, num_feasible_nodes_to_find
 from vfcore.placement.scheduler.scoring import (
     DEFAULT_MEMORY_REQUEST,
@@ -457,22 +457,29 @@ def test_the_reasons_line_counts_what_the_run_placed_on_top_of_what_is_bound() -
 
 
 def test_pods_of_one_shape_keep_their_own_remedy_affinity() -> None:
-    # the same shape, one workload pinned to node b by a remedy's affinity: kinds must not merge
+    # equal shapes, workloads pinned by a remedy's affinity: their kinds must not merge
     cluster = ClusterSnapshot.of(
         [node("a", allocatable={"cpu": 4000}), node("b", allocatable={"cpu": 4000})]
     )
-    free = pod("free/0", workload="free", cpu=1000)
-    pinned = pod("pinned/0", workload="pinned", cpu=1000)
-    sim = simulate([free, pinned], cluster, affinity={"pinned": ["b"]})
-    assert dict(sim.placements)["pinned/0"] == "b"
-    sim = simulate([pinned, free], cluster, affinity={"pinned": ["b"]})
-    assert dict(sim.placements)["pinned/0"] == "b"
-    stranded = simulate(
-        [pod("pinned/0", workload="pinned", cpu=5000)], cluster, affinity={"pinned": ["b"]}
-    )
-    assert (
-        stranded.stranded[0].reason
-        == "0/2 nodes fit pinned/0: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector"
+
+    def w(workload: str, cpu: int = 1000) -> PodRequest:
+        return pod(f"{workload}/0", workload=workload, cpu=cpu)
+
+    # free/0 takes a (first of a tie); pinned/0 must follow it although b scores higher
+    sim = simulate([w("free"), w("pinned")], cluster, affinity={"pinned": ["a"]})
+    assert sim.placements == (("free/0", "a"), ("pinned/0", "a"))
+    # pinned/0 to b; free/0 is not pinned with it and takes the emptier a
+    sim = simulate([w("pinned"), w("free")], cluster, affinity={"pinned": ["b"]})
+    assert sim.placements == (("pinned/0", "b"), ("free/0", "a"))
+    # two workloads pinned to different nodes
+    sim = simulate([w("p1"), w("p2")], cluster, affinity={"p1": ["a"], "p2": ["b"]})
+    assert sim.placements == (("p1/0", "a"), ("p2/0", "b"))
+    sim = simulate([w("p1"), w("p2")], cluster, affinity={"p1": ["b"], "p2": ["b"]})
+    assert sim.placements == (("p1/0", "b"), ("p2/0", "b"))
+    stranded = simulate([w("pinned", 5000)], cluster, affinity={"pinned": ["b"]})
+    assert stranded.stranded[0].reason == (
+        "0/2 nodes fit pinned/0: 1 Insufficient cpu, "
+        "1 node(s) didn't match Pod's node affinity/selector"
     )
 
 
@@ -569,3 +576,10 @@ def test_simulation_refusals_say_what_and_why() -> None:
         "the apply order is not a permutation of the pods (missing ['w/1'], "
         "unknown or repeated ['w/0'])"
     )
+
+
+def test_a_node_score_document_names_each_plugin() -> None:
+    n = node("a", allocatable={GPU: 4})
+    p = PodRequest("p/0", "p", 0, ((GPU, 2),))
+    score = node_score(p, n, config=ScoringConfig(resources=((GPU, 1),), fit_weight=2))
+    assert score.to_dict() == {"fit": 50, "balanced": 0, "total": 100}

@@ -84,6 +84,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "tests/property/test_scheduler_laws.py",
             "tests/property/test_scheduler_bounds_laws.py",
             "tests/unit/test_mutation_scheduler.py",
+            "tests/property/test_mutation_scheduler_laws.py",
         ],
     ),
 }

@@ -583,3 +583,15 @@ def test_a_node_score_document_names_each_plugin() -> None:
     p = PodRequest("p/0", "p", 0, ((GPU, 2),))
     score = node_score(p, n, config=ScoringConfig(resources=((GPU, 1),), fit_weight=2))
     assert score.to_dict() == {"fit": 50, "balanced": 0, "total": 100}
+
+
+def test_taint_toleration_counts_when_every_node_has_a_soft_taint() -> None:
+    # no node is free of PreferNoSchedule taints; the one with fewer still wins
+    soft = [Taint(f"soft-{i}", "", "PreferNoSchedule") for i in range(2)]
+    cluster = ClusterSnapshot.of(
+        [
+            node("a", allocatable={"cpu": 4000}, taints=soft),
+            node("b", allocatable={"cpu": 4000}, taints=soft[:1]),
+        ]
+    )
+    assert simulate([pod("w/0", cpu=1000)], cluster).placements == (("w/0", "b"),)

@@ -43,27 +43,38 @@ through a rendered flow; in short:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
-from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
-from vfcore.errors import InvalidInputError, brief
-from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.cluster import Toleration
+from vfcore.flow.gpu_mode import GpuMode
 from vfcore.flow.names import physical_name
 from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
 from vfcore.flow.validate import require_valid
-from vfcore.placement.claims import GPU_TOLERATION, PodRequest, pod_requests
+from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.demand import AutoscalingOptions, autoscaling_rejections, node_shapes
-from vfcore.quantity import canonical_units, format_quantity
-from vfcore.runtime.topology import broker_topology, check_run_id
+from vfcore.quantity import format_quantity
+from vfcore.runtime.render_options import (
+    BROKER_CLIENT_PORT,
+    BROKER_MONITOR_PORT,
+    BROKER_URL_PATTERN,
+    DEFAULT_BROKER_IMAGE,
+    DEFAULT_FLOW_PATH,
+    DEFAULT_UID,
+    MANAGED_BY,
+    PRODUCT_LABEL,
+    WORKLOAD_NAME_MAX,
+    RenderOptions,
+    flow_label,
+    mig_choices,
+    object_name,
+    render_error,
+    run_selector,
+    short_object_name,
+)
+from vfcore.runtime.topology import broker_topology
 from vfcore.scaling.keda import KedaScaler
-from vfcore.scaling.rule import DEFAULT_LAG_THRESHOLD, DEFAULT_MAX_REPLICAS
-
-if TYPE_CHECKING:
-    from vfcore.cluster import NodeState
-    from vfcore.placement.mig import MigPlan
 
 __all__ = [
     "BROKER_CLIENT_PORT",
@@ -79,369 +90,6 @@ __all__ = [
     "render",
     "run_selector",
 ]
-
-MANAGED_BY: Final = "vf"
-DEFAULT_FLOW_PATH: Final = "/app/flow.py"
-DEFAULT_BROKER_IMAGE: Final = "nats:2.11"
-DEFAULT_UID: Final = 10001
-BROKER_CLIENT_PORT: Final = 4222
-BROKER_MONITOR_PORT: Final = 8222
-#: Room a controller needs after a workload's name (``-<revision hash>`` on
-#: StatefulSet pods is 11 characters and must fit a 63-character label value).
-_WORKLOAD_NAME_MAX = 52
-_PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(
-    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_BROKER_URL = re.compile(
-    r"(?:nats|tls)://(?:[^@/\s]*@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?/?"
-)
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
-
-
-def _bad(rule: str, message: str, hint: str) -> InvalidInputError:
-    return InvalidInputError(rule, message, hint)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _label_key_ok(key: object) -> bool:
-    if not isinstance(key, str) or not key:
-        return False
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
-        return False
-    return _LABEL_NAME.fullmatch(name) is not None
-
-
-def _label_value_ok(value: object) -> bool:
-    return isinstance(value, str) and _LABEL_VALUE.fullmatch(value) is not None
-
-
-def flow_label(flow: str) -> str:
-    """The label value naming a flow (``vfcore.io/flow``, ``app.kubernetes.io/part-of``).
-
-    A DNS label ending in a hash of the exact flow name, so flows whose names
-    squeeze to the same letters keep apart: ``flow_label("traffic")`` is
-    ``traffic-<12 chars>``.
-    """
-    return physical_name("", flow=flow).k8s
-
-
-def run_selector(flow: str, run_id: str) -> str:
-    """The label selector of every object of one run of a flow (teardown and status use it)."""
-    return f"app.kubernetes.io/managed-by={MANAGED_BY},vfcore.io/flow={flow_label(flow)},vfcore.io/run={run_id}"
-
-
-def object_name(flow: str, run_id: str, node: str) -> str:
-    """The name of a node's objects in a run: a DNS-1035 label of at most 52 characters.
-
-    It is :func:`vfcore.physical_name`'s Kubernetes name (readable part, then a
-    hash of the exact flow, run and node names), its readable part cut so that
-    controllers can append their suffixes, and ``vf-`` put first when it would
-    start with a digit (Service names must start with a letter).
-    """
-    return _short(physical_name(node, flow=flow, run=run_id).k8s)
-
-
-def _short(k8s: str) -> str:
-    readable, _, digest = k8s.rpartition("-")
-    if not readable[:1].isalpha():
-        readable = f"vf-{readable}" if readable else "vf"
-    room = _WORKLOAD_NAME_MAX - len(digest) - 1
-    return f"{readable[:room].rstrip('-')}-{digest}"
-
-
-def mig_choices(mig: MigPlan, nodes: Iterable[NodeState]) -> dict[str, tuple[str, str | None]]:
-    """``RenderOptions.mig`` from a mix-mode plan: flow node → (MIG resource, product).
-
-    The resource is the one the plan gives the node's pods (``MigPlan.resources``).
-    The product is the ``nvidia.com/gpu.product`` label shared by every cluster node
-    the plan puts those pods on (a profile's memory differs by card model), and
-    ``None`` when they land on several models or a node has no such label: then
-    the resource name alone selects the nodes.
-    """
-    labels = {n.name: dict(n.labels) for n in nodes}
-    hosts: dict[str, set[str]] = {}
-    for node_plan in mig.nodes:
-        pods = [i.pod for c in node_plan.cards for i in c.instances if i.pod is not None]
-        pods += [pod for pod, _ in node_plan.pool_pods]
-        for pod in pods:
-            hosts.setdefault(pod.rsplit("/", 1)[0], set()).add(node_plan.node)
-    out: dict[str, tuple[str, str | None]] = {}
-    for flow_node, resource in mig.resources:
-        products = {labels.get(h, {}).get(_PRODUCT_LABEL) for h in hosts.get(flow_node, ())}
-        (product,) = products if len(products) == 1 else (None,)
-        out[flow_node] = (resource, product)
-    return out
-
-
-def _mapping_items(value: object, what: str, hint: str) -> tuple[tuple[Any, Any], ...]:
-    if isinstance(value, Mapping):
-        return tuple(sorted(value.items(), key=lambda kv: str(kv[0])))
-    if isinstance(value, tuple) and all(isinstance(i, tuple) and len(i) == 2 for i in value):
-        return tuple(sorted(value, key=lambda kv: str(kv[0])))
-    raise _bad("invalid-render-option", f"{what}={brief(value)} is not a mapping", hint)
-
-
-@dataclass(frozen=True, slots=True)
-class RenderOptions:
-    """What ``vf deploy`` passes to :func:`render` besides the flow.
-
-    ``image`` holds the flow's code and vfcore (``vf dockerfile`` writes one);
-    ``flow_path`` is the flow file inside it. ``broker_url=None`` renders an
-    in-cluster NATS JetStream server; ``broker_monitoring`` (``host:port``) is
-    where KEDA reads consumer lag (default: the broker's host, port 8222).
-    ``mig`` maps each mix-mode MIG node to ``(resource, product or None)`` as
-    the mix planner chose; ``capacity_caps`` maps a node to the replica count
-    the cluster can place (:func:`vfcore.capacity_cap`), which bounds KEDA's
-    maximum. ``resources`` overrides nodes' requests like ``--resources``.
-    Mappings are stored as sorted tuples, so options are hashable.
-    """
-
-    image: str
-    run_id: str
-    namespace: str = "default"
-    flow_path: str = DEFAULT_FLOW_PATH
-    broker_url: str | None = None
-    broker_monitoring: str | None = None
-    broker_image: str = DEFAULT_BROKER_IMAGE
-    broker_storage: str = "10Gi"
-    broker_storage_class: str | None = None
-    gpu_mode: GpuMode | str = GpuMode.EXCLUSIVE
-    gpu_resource_name: str | None = None
-    gpu_runtime_class: str | None = None
-    gpu_node_selector: tuple[str, str] = GPU_PRESENT_LABEL
-    gpu_toleration: Toleration | None = GPU_TOLERATION
-    resources: Any = ()
-    mig: Any = ()
-    keda: bool = False
-    gpu_autoscaling: bool = False
-    max_replicas: int = DEFAULT_MAX_REPLICAS
-    lag_threshold: int = DEFAULT_LAG_THRESHOLD
-    capacity_caps: Any = ()
-    env: Any = ()
-    uid: int = DEFAULT_UID
-
-    def __post_init__(self) -> None:
-        s = object.__setattr__
-        if (
-            not isinstance(self.image, str)
-            or not self.image
-            or any(c.isspace() for c in self.image)
-        ):
-            raise _bad(
-                "invalid-image",
-                f"image {brief(self.image)} is not a container image reference",
-                "pass --image registry/name:tag (the image `vf dockerfile FLOW` builds)",
-            )
-        check_run_id(self.run_id)
-        if not isinstance(self.namespace, str) or _DNS_LABEL.fullmatch(self.namespace) is None:
-            raise _bad(
-                "invalid-namespace",
-                f"namespace {brief(self.namespace)} is not a DNS label (lowercase letters, "
-                "digits and '-', at most 63)",
-                "pass --namespace like 'video-prod'",
-            )
-        path, _, factory = str(self.flow_path).partition(":")
-        if (
-            not isinstance(self.flow_path, str)
-            or not path.startswith("/")
-            or not path.endswith(".py")
-        ):
-            raise _bad(
-                "invalid-flow-path",
-                f"flow path {brief(self.flow_path)} is not an absolute .py path inside the image",
-                f"use the path the Dockerfile copies the flow to, e.g. {DEFAULT_FLOW_PATH}",
-            )
-        if factory and not factory.isidentifier():
-            raise _bad(
-                "invalid-flow-path",
-                f"flow path {self.flow_path!r}: {factory!r} is not a function name",
-                "write /app/flow.py:build",
-            )
-        if self.broker_url is not None and (
-            not isinstance(self.broker_url, str) or _BROKER_URL.fullmatch(self.broker_url) is None
-        ):
-            raise _bad(
-                "invalid-broker-url",
-                f"broker URL {brief(self.broker_url)} is not nats://host[:port] or "
-                "tls://host[:port]",
-                "pass --broker nats://nats.messaging.svc:4222, or leave it out to deploy a broker",
-            )
-        if self.broker_monitoring is not None and (
-            not isinstance(self.broker_monitoring, str)
-            or "://" in self.broker_monitoring
-            or not self.broker_monitoring.rpartition(":")[2].isdigit()
-        ):
-            raise _bad(
-                "invalid-broker-monitoring",
-                f"broker monitoring endpoint {brief(self.broker_monitoring)} is not host:port",
-                "pass the NATS monitoring endpoint as host:8222 (KEDA reads /jsz there)",
-            )
-        for name in ("broker_image",):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-                raise _bad(
-                    "invalid-image", f"{name} {brief(value)} is not an image", "e.g. nats:2.11"
-                )
-        try:
-            ok = canonical_units("storage", self.broker_storage) > 0
-        except InvalidInputError:
-            ok = False
-        if not ok:
-            raise _bad(
-                "invalid-broker-storage",
-                f"broker storage {brief(self.broker_storage)} is not a positive quantity",
-                "e.g. 10Gi",
-            )
-        if self.broker_storage_class is not None and (
-            not isinstance(self.broker_storage_class, str)
-            or _DNS_SUBDOMAIN.fullmatch(self.broker_storage_class) is None
-        ):
-            raise _bad(
-                "invalid-storage-class",
-                f"storage class {brief(self.broker_storage_class)} is not a DNS subdomain",
-                "name an existing StorageClass, or leave it out for the default",
-            )
-        s(self, "gpu_mode", parse_gpu_mode(self.gpu_mode))
-        if self.gpu_resource_name is not None and not _label_key_ok(self.gpu_resource_name):
-            raise _bad(
-                "invalid-gpu-resource-name",
-                f"GPU resource {brief(self.gpu_resource_name)} is not an extended resource name",
-                "e.g. nvidia.com/gpu",
-            )
-        if self.gpu_runtime_class is not None and (
-            not isinstance(self.gpu_runtime_class, str)
-            or _DNS_SUBDOMAIN.fullmatch(self.gpu_runtime_class) is None
-        ):
-            raise _bad(
-                "invalid-runtime-class",
-                f"runtime class {brief(self.gpu_runtime_class)} is not a DNS subdomain",
-                "name the RuntimeClass the GPU operator installed, e.g. nvidia",
-            )
-        sel = self.gpu_node_selector
-        if not (
-            isinstance(sel, tuple)
-            and len(sel) == 2
-            and _label_key_ok(sel[0])
-            and _label_value_ok(sel[1])
-        ):
-            raise _bad(
-                "invalid-node-selector",
-                f"GPU node selector {brief(sel)} is not a (label key, label value) pair",
-                "e.g. ('nvidia.com/gpu.present', 'true')",
-            )
-        if self.gpu_toleration is not None and not isinstance(self.gpu_toleration, Toleration):
-            raise _bad(
-                "invalid-render-option",
-                f"gpu_toleration {brief(self.gpu_toleration)} is not a Toleration",
-                "pass vfcore.Toleration(key='nvidia.com/gpu', operator='Exists', effect='NoSchedule')",
-            )
-        for name in ("keda", "gpu_autoscaling"):
-            if not isinstance(getattr(self, name), bool):
-                raise _bad(
-                    "invalid-render-option",
-                    f"{name}={brief(getattr(self, name))} is not a bool",
-                    "pass True or False",
-                )
-        if not _is_int(self.max_replicas) or self.max_replicas < 1:
-            raise _bad(
-                "invalid-max-replicas",
-                f"max_replicas={brief(self.max_replicas)} must be an int >= 1",
-                "pass --max-replicas with a positive count, e.g. --max-replicas 10",
-            )
-        if not _is_int(self.lag_threshold) or self.lag_threshold < 1:
-            raise _bad(
-                "invalid-lag-threshold",
-                f"lag_threshold={brief(self.lag_threshold)} must be an int >= 1 (messages)",
-                "use the messages one replica may have waiting, e.g. 10",
-            )
-        if not _is_int(self.uid) or not 1 <= self.uid <= 2**31 - 1:
-            raise _bad(
-                "invalid-uid",
-                f"uid={brief(self.uid)} must be a non-root user id (1 .. 2147483647)",
-                f"use the USER of the image (vf dockerfile uses {DEFAULT_UID})",
-            )
-        resources = _mapping_items(self.resources, "resources", "{'detector': {'cpu': '2'}}")
-        s(
-            self,
-            "resources",
-            tuple(
-                (str(n), _mapping_items(r, f"resources[{n!r}]", "{'cpu': '2', 'memory': '8Gi'}"))
-                for n, r in resources
-            ),
-        )
-        mig = []
-        for node, choice in _mapping_items(
-            self.mig, "mig", "{'pose': ('nvidia.com/mig-1g.10gb', 'NVIDIA-H100-80GB-HBM3')}"
-        ):
-            if isinstance(choice, str):
-                resource, product = choice, None
-            elif isinstance(choice, tuple | list) and len(choice) == 2:
-                resource, product = choice
-            else:
-                resource, product = None, None
-            if not _label_key_ok(resource) or not (product is None or _label_value_ok(product)):
-                raise _bad(
-                    "invalid-mig-choice",
-                    f"mig[{node!r}]={brief(choice)} is not (MIG resource, GPU product or None)",
-                    "e.g. ('nvidia.com/mig-1g.10gb', 'NVIDIA-H100-80GB-HBM3')",
-                )
-            mig.append((str(node), (resource, product)))
-        s(self, "mig", tuple(mig))
-        caps = _mapping_items(self.capacity_caps, "capacity_caps", "{'detector': 5}")
-        for node, cap in caps:
-            if not _is_int(cap) or cap < 0:
-                raise _bad(
-                    "invalid-capacity-cap",
-                    f"capacity cap of {node!r} is {brief(cap)}; it must be an int >= 0",
-                    "pass CapacityCap.limit (omit nodes whose limit is None: unknown never caps)",
-                )
-        s(self, "capacity_caps", caps)
-        env = _mapping_items(self.env, "env", "{'LOG_LEVEL': 'info'}")
-        for name, value in env:
-            if (
-                not isinstance(name, str)
-                or _ENV_NAME.fullmatch(name) is None
-                or not isinstance(value, str)
-            ):
-                raise _bad(
-                    "invalid-env",
-                    f"env {brief(name)}={brief(value)} is not NAME=text",
-                    "names are letters, digits, '_', '-', '.', not starting with a digit",
-                )
-            if name in _RESERVED_ENV:
-                raise _bad(
-                    "invalid-env",
-                    f"env {name} is set by vf itself",
-                    f"leave out {', '.join(sorted(_RESERVED_ENV))}",
-                )
-        s(self, "env", env)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "image": self.image,
-            "run_id": self.run_id,
-            "namespace": self.namespace,
-            "flow_path": self.flow_path,
-            "broker_url": self.broker_url,
-            "broker_monitoring": self.broker_monitoring,
-            "gpu_mode": str(self.gpu_mode),
-            "gpu_resource_name": self.gpu_resource_name,
-            "gpu_runtime_class": self.gpu_runtime_class,
-            "keda": self.keda,
-            "max_replicas": self.max_replicas,
-        }
-
-
-_RESERVED_ENV = frozenset({"VF_BROKER_URL", "VF_RUN", "POD_NAME", "VF_REPLICA"})
 
 
 # -- rendering -----------------------------------------------------------------
@@ -565,7 +213,7 @@ def _pod_spec(
     if gpu:
         selector = {opts.gpu_node_selector[0]: opts.gpu_node_selector[1]}
         if product is not None:
-            selector[_PRODUCT_LABEL] = product
+            selector[PRODUCT_LABEL] = product
         spec["nodeSelector"] = dict(sorted(selector.items()))
         if opts.gpu_toleration is not None:
             spec["tolerations"] = [_toleration(opts.gpu_toleration)]
@@ -775,7 +423,7 @@ def _scaled_object(ctx: _Ctx, node: NodeSpec, topo: Any) -> dict[str, Any]:
 def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
     opts = ctx.opts
     name = _broker_name(ctx.spec.name, opts.run_id)
-    headless = f"{name[: _WORKLOAD_NAME_MAX - 3]}-hl"
+    headless = f"{name[: WORKLOAD_NAME_MAX - 3]}-hl"
     labels = _labels(ctx, "broker")
     labels["app.kubernetes.io/name"] = name
     labels = dict(sorted(labels.items()))
@@ -866,7 +514,7 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
 
 def _broker_name(flow: str, run_id: str) -> str:
     # "\0" cannot start a node name a person types, and the hash covers the exact text
-    return _short(physical_name("\0broker", flow=flow, run=run_id).k8s)
+    return short_object_name(physical_name("\0broker", flow=flow, run=run_id).k8s)
 
 
 def _setup_container(ctx: _Ctx, name: str, *, wait_s: int) -> dict[str, Any]:
@@ -893,7 +541,7 @@ def _setup_container(ctx: _Ctx, name: str, *, wait_s: int) -> dict[str, Any]:
 
 def _setup_job(ctx: _Ctx) -> dict[str, Any]:
     opts = ctx.opts
-    name = _short(physical_name("\0setup", flow=ctx.spec.name, run=opts.run_id).k8s)
+    name = short_object_name(physical_name("\0setup", flow=ctx.spec.name, run=opts.run_id).k8s)
     labels = _labels(ctx, "broker")
     labels["app.kubernetes.io/name"] = name
     labels = dict(sorted(labels.items()))
@@ -920,7 +568,7 @@ def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequ
     for what, items in (("mig", opts.mig), ("capacity_caps", opts.capacity_caps)):
         unknown = sorted(str(n) for n, _ in items if n not in names)
         if unknown:
-            raise _bad(
+            raise render_error(
                 "unknown-node",
                 f"{what} names {unknown}, which flow {spec.name!r} does not have",
                 f"name nodes as the flow declares them: {', '.join(sorted(names))}",
@@ -929,21 +577,21 @@ def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequ
     chosen = {n for n, _ in opts.mig}
     missing = [n for n in mig_nodes if n not in chosen]
     if missing:
-        raise _bad(
+        raise render_error(
             "missing-mig-choice",
             f"--gpu-mode mix: nodes {missing} take a MIG slice, but no MIG resource was chosen for them",
             "plan the flow against the cluster (vf deploy does) or pass --mig NODE=RESOURCE[@PRODUCT]",
         )
     extra = sorted(chosen - set(mig_nodes))
     if extra:
-        raise _bad(
+        raise render_error(
             "invalid-mig-choice",
             f"mig names {extra}, which take no MIG slice under --gpu-mode {opts.gpu_mode}",
             "a MIG slice is for a one-GPU node with gpu_memory_gib under --gpu-mode mix",
         )
     gpu_nodes = [n.name for n in spec.nodes if n.is_gpu]
     if opts.gpu_mode is GpuMode.SHARED and gpu_nodes and opts.gpu_runtime_class is None:
-        raise _bad(
+        raise render_error(
             "shared-needs-runtime-class",
             f"--gpu-mode shared renders GPU pods {gpu_nodes} with no GPU limit: without a runtime "
             "class nothing would give them a device",
@@ -952,7 +600,7 @@ def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequ
     if opts.keda:
         commas = [n for n in spec.names if "," in n]
         if commas:
-            raise _bad(
+            raise render_error(
                 "invalid-node-name",
                 f"nodes {commas} contain ',', which `vf worker --scalable` uses as a separator",
                 "rename the nodes, or render without autoscaling",
@@ -1006,7 +654,7 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         monitoring = opts.broker_monitoring or f"{host}:{BROKER_MONITOR_PORT}"
     else:
         broker_url = opts.broker_url
-        match = _BROKER_URL.fullmatch(broker_url)
+        match = BROKER_URL_PATTERN.fullmatch(broker_url)
         assert match is not None  # RenderOptions checked it
         monitoring = opts.broker_monitoring or f"{match['host']}:{BROKER_MONITOR_PORT}"
     ctx = _Ctx(spec, opts, flow_label(spec.name), broker_url, monitoring, scaled)

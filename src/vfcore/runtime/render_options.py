@@ -1,0 +1,411 @@
+"""What :func:`vfcore.runtime.manifests.render` takes besides the flow, and the run's names.
+
+:class:`RenderOptions` (image, run, namespace, broker, GPU mode, KEDA: the
+``vf deploy`` flags), each option checked with its own error id; the names and
+labels every rendered object carries (:func:`flow_label`, :func:`run_selector`,
+:func:`object_name`); :func:`mig_choices`, the MIG resource a mix-mode plan chose
+per node. ``docs/kubernetes.md`` describes what they render to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
+from vfcore.errors import InvalidInputError, brief
+from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.names import physical_name
+from vfcore.placement.claims import GPU_TOLERATION
+from vfcore.quantity import canonical_units
+from vfcore.runtime.topology import check_run_id
+from vfcore.scaling.rule import DEFAULT_LAG_THRESHOLD, DEFAULT_MAX_REPLICAS
+
+if TYPE_CHECKING:
+    from vfcore.cluster import NodeState
+    from vfcore.placement.mig import MigPlan
+
+__all__ = [
+    "BROKER_CLIENT_PORT",
+    "BROKER_MONITOR_PORT",
+    "BROKER_URL_PATTERN",
+    "DEFAULT_BROKER_IMAGE",
+    "DEFAULT_FLOW_PATH",
+    "DEFAULT_UID",
+    "MANAGED_BY",
+    "PRODUCT_LABEL",
+    "WORKLOAD_NAME_MAX",
+    "RenderOptions",
+    "flow_label",
+    "mig_choices",
+    "object_name",
+    "render_error",
+    "run_selector",
+    "short_object_name",
+]
+
+MANAGED_BY: Final = "vf"
+DEFAULT_FLOW_PATH: Final = "/app/flow.py"
+DEFAULT_BROKER_IMAGE: Final = "nats:2.11"
+DEFAULT_UID: Final = 10001
+BROKER_CLIENT_PORT: Final = 4222
+BROKER_MONITOR_PORT: Final = 8222
+#: Room a controller needs after a workload's name (``-<revision hash>`` on
+#: StatefulSet pods is 11 characters and must fit a 63-character label value).
+WORKLOAD_NAME_MAX = 52
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+BROKER_URL_PATTERN = re.compile(
+    r"(?:nats|tls)://(?:[^@/\s]*@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?/?"
+)
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def render_error(rule: str, message: str, hint: str) -> InvalidInputError:
+    return InvalidInputError(rule, message, hint)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _label_key_ok(key: object) -> bool:
+    if not isinstance(key, str) or not key:
+        return False
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
+        return False
+    return _LABEL_NAME.fullmatch(name) is not None
+
+
+def _label_value_ok(value: object) -> bool:
+    return isinstance(value, str) and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def flow_label(flow: str) -> str:
+    """The label value naming a flow (``vfcore.io/flow``, ``app.kubernetes.io/part-of``).
+
+    A DNS label ending in a hash of the exact flow name, so flows whose names
+    squeeze to the same letters keep apart: ``flow_label("traffic")`` is
+    ``traffic-<12 chars>``.
+    """
+    return physical_name("", flow=flow).k8s
+
+
+def run_selector(flow: str, run_id: str) -> str:
+    """The label selector of every object of one run of a flow (teardown and status use it)."""
+    return f"app.kubernetes.io/managed-by={MANAGED_BY},vfcore.io/flow={flow_label(flow)},vfcore.io/run={run_id}"
+
+
+def object_name(flow: str, run_id: str, node: str) -> str:
+    """The name of a node's objects in a run: a DNS-1035 label of at most 52 characters.
+
+    It is :func:`vfcore.physical_name`'s Kubernetes name (readable part, then a
+    hash of the exact flow, run and node names), its readable part cut so that
+    controllers can append their suffixes, and ``vf-`` put first when it would
+    start with a digit (Service names must start with a letter).
+    """
+    return short_object_name(physical_name(node, flow=flow, run=run_id).k8s)
+
+
+def short_object_name(k8s: str) -> str:
+    readable, _, digest = k8s.rpartition("-")
+    if not readable[:1].isalpha():
+        readable = f"vf-{readable}" if readable else "vf"
+    room = WORKLOAD_NAME_MAX - len(digest) - 1
+    return f"{readable[:room].rstrip('-')}-{digest}"
+
+
+def mig_choices(mig: MigPlan, nodes: Iterable[NodeState]) -> dict[str, tuple[str, str | None]]:
+    """``RenderOptions.mig`` from a mix-mode plan: flow node → (MIG resource, product).
+
+    The resource is the one the plan gives the node's pods (``MigPlan.resources``).
+    The product is the ``nvidia.com/gpu.product`` label shared by every cluster node
+    the plan puts those pods on (a profile's memory differs by card model), and
+    ``None`` when they land on several models or a node has no such label: then
+    the resource name alone selects the nodes.
+    """
+    labels = {n.name: dict(n.labels) for n in nodes}
+    hosts: dict[str, set[str]] = {}
+    for node_plan in mig.nodes:
+        pods = [i.pod for c in node_plan.cards for i in c.instances if i.pod is not None]
+        pods += [pod for pod, _ in node_plan.pool_pods]
+        for pod in pods:
+            hosts.setdefault(pod.rsplit("/", 1)[0], set()).add(node_plan.node)
+    out: dict[str, tuple[str, str | None]] = {}
+    for flow_node, resource in mig.resources:
+        products = {labels.get(h, {}).get(PRODUCT_LABEL) for h in hosts.get(flow_node, ())}
+        (product,) = products if len(products) == 1 else (None,)
+        out[flow_node] = (resource, product)
+    return out
+
+
+def _mapping_items(value: object, what: str, hint: str) -> tuple[tuple[Any, Any], ...]:
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items(), key=lambda kv: str(kv[0])))
+    if isinstance(value, tuple) and all(isinstance(i, tuple) and len(i) == 2 for i in value):
+        return tuple(sorted(value, key=lambda kv: str(kv[0])))
+    raise render_error("invalid-render-option", f"{what}={brief(value)} is not a mapping", hint)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    """What ``vf deploy`` passes to :func:`render` besides the flow.
+
+    ``image`` holds the flow's code and vfcore (``vf dockerfile`` writes one);
+    ``flow_path`` is the flow file inside it. ``broker_url=None`` renders an
+    in-cluster NATS JetStream server; ``broker_monitoring`` (``host:port``) is
+    where KEDA reads consumer lag (default: the broker's host, port 8222).
+    ``mig`` maps each mix-mode MIG node to ``(resource, product or None)`` as
+    the mix planner chose; ``capacity_caps`` maps a node to the replica count
+    the cluster can place (:func:`vfcore.capacity_cap`), which bounds KEDA's
+    maximum. ``resources`` overrides nodes' requests like ``--resources``.
+    Mappings are stored as sorted tuples, so options are hashable.
+    """
+
+    image: str
+    run_id: str
+    namespace: str = "default"
+    flow_path: str = DEFAULT_FLOW_PATH
+    broker_url: str | None = None
+    broker_monitoring: str | None = None
+    broker_image: str = DEFAULT_BROKER_IMAGE
+    broker_storage: str = "10Gi"
+    broker_storage_class: str | None = None
+    gpu_mode: GpuMode | str = GpuMode.EXCLUSIVE
+    gpu_resource_name: str | None = None
+    gpu_runtime_class: str | None = None
+    gpu_node_selector: tuple[str, str] = GPU_PRESENT_LABEL
+    gpu_toleration: Toleration | None = GPU_TOLERATION
+    resources: Any = ()
+    mig: Any = ()
+    keda: bool = False
+    gpu_autoscaling: bool = False
+    max_replicas: int = DEFAULT_MAX_REPLICAS
+    lag_threshold: int = DEFAULT_LAG_THRESHOLD
+    capacity_caps: Any = ()
+    env: Any = ()
+    uid: int = DEFAULT_UID
+
+    def __post_init__(self) -> None:
+        s = object.__setattr__
+        if (
+            not isinstance(self.image, str)
+            or not self.image
+            or any(c.isspace() for c in self.image)
+        ):
+            raise render_error(
+                "invalid-image",
+                f"image {brief(self.image)} is not a container image reference",
+                "pass --image registry/name:tag (the image `vf dockerfile FLOW` builds)",
+            )
+        check_run_id(self.run_id)
+        if not isinstance(self.namespace, str) or _DNS_LABEL.fullmatch(self.namespace) is None:
+            raise render_error(
+                "invalid-namespace",
+                f"namespace {brief(self.namespace)} is not a DNS label (lowercase letters, "
+                "digits and '-', at most 63)",
+                "pass --namespace like 'video-prod'",
+            )
+        path, _, factory = str(self.flow_path).partition(":")
+        if (
+            not isinstance(self.flow_path, str)
+            or not path.startswith("/")
+            or not path.endswith(".py")
+        ):
+            raise render_error(
+                "invalid-flow-path",
+                f"flow path {brief(self.flow_path)} is not an absolute .py path inside the image",
+                f"use the path the Dockerfile copies the flow to, e.g. {DEFAULT_FLOW_PATH}",
+            )
+        if factory and not factory.isidentifier():
+            raise render_error(
+                "invalid-flow-path",
+                f"flow path {self.flow_path!r}: {factory!r} is not a function name",
+                "write /app/flow.py:build",
+            )
+        if self.broker_url is not None and (
+            not isinstance(self.broker_url, str)
+            or BROKER_URL_PATTERN.fullmatch(self.broker_url) is None
+        ):
+            raise render_error(
+                "invalid-broker-url",
+                f"broker URL {brief(self.broker_url)} is not nats://host[:port] or "
+                "tls://host[:port]",
+                "pass --broker nats://nats.messaging.svc:4222, or leave it out to deploy a broker",
+            )
+        if self.broker_monitoring is not None and (
+            not isinstance(self.broker_monitoring, str)
+            or "://" in self.broker_monitoring
+            or not self.broker_monitoring.rpartition(":")[2].isdigit()
+        ):
+            raise render_error(
+                "invalid-broker-monitoring",
+                f"broker monitoring endpoint {brief(self.broker_monitoring)} is not host:port",
+                "pass the NATS monitoring endpoint as host:8222 (KEDA reads /jsz there)",
+            )
+        for name in ("broker_image",):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+                raise render_error(
+                    "invalid-image", f"{name} {brief(value)} is not an image", "e.g. nats:2.11"
+                )
+        try:
+            ok = canonical_units("storage", self.broker_storage) > 0
+        except InvalidInputError:
+            ok = False
+        if not ok:
+            raise render_error(
+                "invalid-broker-storage",
+                f"broker storage {brief(self.broker_storage)} is not a positive quantity",
+                "e.g. 10Gi",
+            )
+        if self.broker_storage_class is not None and (
+            not isinstance(self.broker_storage_class, str)
+            or _DNS_SUBDOMAIN.fullmatch(self.broker_storage_class) is None
+        ):
+            raise render_error(
+                "invalid-storage-class",
+                f"storage class {brief(self.broker_storage_class)} is not a DNS subdomain",
+                "name an existing StorageClass, or leave it out for the default",
+            )
+        s(self, "gpu_mode", parse_gpu_mode(self.gpu_mode))
+        if self.gpu_resource_name is not None and not _label_key_ok(self.gpu_resource_name):
+            raise render_error(
+                "invalid-gpu-resource-name",
+                f"GPU resource {brief(self.gpu_resource_name)} is not an extended resource name",
+                "e.g. nvidia.com/gpu",
+            )
+        if self.gpu_runtime_class is not None and (
+            not isinstance(self.gpu_runtime_class, str)
+            or _DNS_SUBDOMAIN.fullmatch(self.gpu_runtime_class) is None
+        ):
+            raise render_error(
+                "invalid-runtime-class",
+                f"runtime class {brief(self.gpu_runtime_class)} is not a DNS subdomain",
+                "name the RuntimeClass the GPU operator installed, e.g. nvidia",
+            )
+        sel = self.gpu_node_selector
+        if not (
+            isinstance(sel, tuple)
+            and len(sel) == 2
+            and _label_key_ok(sel[0])
+            and _label_value_ok(sel[1])
+        ):
+            raise render_error(
+                "invalid-node-selector",
+                f"GPU node selector {brief(sel)} is not a (label key, label value) pair",
+                "e.g. ('nvidia.com/gpu.present', 'true')",
+            )
+        if self.gpu_toleration is not None and not isinstance(self.gpu_toleration, Toleration):
+            raise render_error(
+                "invalid-render-option",
+                f"gpu_toleration {brief(self.gpu_toleration)} is not a Toleration",
+                "pass vfcore.Toleration(key='nvidia.com/gpu', operator='Exists', effect='NoSchedule')",
+            )
+        for name in ("keda", "gpu_autoscaling"):
+            if not isinstance(getattr(self, name), bool):
+                raise render_error(
+                    "invalid-render-option",
+                    f"{name}={brief(getattr(self, name))} is not a bool",
+                    "pass True or False",
+                )
+        if not _is_int(self.max_replicas) or self.max_replicas < 1:
+            raise render_error(
+                "invalid-max-replicas",
+                f"max_replicas={brief(self.max_replicas)} must be an int >= 1",
+                "pass --max-replicas with a positive count, e.g. --max-replicas 10",
+            )
+        if not _is_int(self.lag_threshold) or self.lag_threshold < 1:
+            raise render_error(
+                "invalid-lag-threshold",
+                f"lag_threshold={brief(self.lag_threshold)} must be an int >= 1 (messages)",
+                "use the messages one replica may have waiting, e.g. 10",
+            )
+        if not _is_int(self.uid) or not 1 <= self.uid <= 2**31 - 1:
+            raise render_error(
+                "invalid-uid",
+                f"uid={brief(self.uid)} must be a non-root user id (1 .. 2147483647)",
+                f"use the USER of the image (vf dockerfile uses {DEFAULT_UID})",
+            )
+        resources = _mapping_items(self.resources, "resources", "{'detector': {'cpu': '2'}}")
+        s(
+            self,
+            "resources",
+            tuple(
+                (str(n), _mapping_items(r, f"resources[{n!r}]", "{'cpu': '2', 'memory': '8Gi'}"))
+                for n, r in resources
+            ),
+        )
+        mig = []
+        for node, choice in _mapping_items(
+            self.mig, "mig", "{'pose': ('nvidia.com/mig-1g.10gb', 'NVIDIA-H100-80GB-HBM3')}"
+        ):
+            if isinstance(choice, str):
+                resource, product = choice, None
+            elif isinstance(choice, tuple | list) and len(choice) == 2:
+                resource, product = choice
+            else:
+                resource, product = None, None
+            if not _label_key_ok(resource) or not (product is None or _label_value_ok(product)):
+                raise render_error(
+                    "invalid-mig-choice",
+                    f"mig[{node!r}]={brief(choice)} is not (MIG resource, GPU product or None)",
+                    "e.g. ('nvidia.com/mig-1g.10gb', 'NVIDIA-H100-80GB-HBM3')",
+                )
+            mig.append((str(node), (resource, product)))
+        s(self, "mig", tuple(mig))
+        caps = _mapping_items(self.capacity_caps, "capacity_caps", "{'detector': 5}")
+        for node, cap in caps:
+            if not _is_int(cap) or cap < 0:
+                raise render_error(
+                    "invalid-capacity-cap",
+                    f"capacity cap of {node!r} is {brief(cap)}; it must be an int >= 0",
+                    "pass CapacityCap.limit (omit nodes whose limit is None: unknown never caps)",
+                )
+        s(self, "capacity_caps", caps)
+        env = _mapping_items(self.env, "env", "{'LOG_LEVEL': 'info'}")
+        for name, value in env:
+            if (
+                not isinstance(name, str)
+                or _ENV_NAME.fullmatch(name) is None
+                or not isinstance(value, str)
+            ):
+                raise render_error(
+                    "invalid-env",
+                    f"env {brief(name)}={brief(value)} is not NAME=text",
+                    "names are letters, digits, '_', '-', '.', not starting with a digit",
+                )
+            if name in _RESERVED_ENV:
+                raise render_error(
+                    "invalid-env",
+                    f"env {name} is set by vf itself",
+                    f"leave out {', '.join(sorted(_RESERVED_ENV))}",
+                )
+        s(self, "env", env)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "image": self.image,
+            "run_id": self.run_id,
+            "namespace": self.namespace,
+            "flow_path": self.flow_path,
+            "broker_url": self.broker_url,
+            "broker_monitoring": self.broker_monitoring,
+            "gpu_mode": str(self.gpu_mode),
+            "gpu_resource_name": self.gpu_resource_name,
+            "gpu_runtime_class": self.gpu_runtime_class,
+            "keda": self.keda,
+            "max_replicas": self.max_replicas,
+        }
+
+
+_RESERVED_ENV = frozenset({"VF_BROKER_URL", "VF_RUN", "POD_NAME", "VF_REPLICA"})

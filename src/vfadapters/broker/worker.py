@@ -55,6 +55,7 @@ from vfadapters.broker.record import header, pack
 from vfadapters.local.config import CTL, SLOT, WorkerConfig, slot_base
 from vfadapters.local.worker import (
     Aborted,
+    OutEdge,
     Worker,
     set_parent_death_signal,
     short_repr,
@@ -327,38 +328,23 @@ class BrokerOutlet:
         self.waits = 0
 
 
-class BrokerEdge:
-    """The output buffers of one edge, as ``Worker.emit``/``flush_edge`` use them."""
-
-    __slots__ = (
-        "buffers",
-        "child",
-        "cost_field",
-        "keep",
-        "limit",
-        "rings",
-        "routing",
-        "sizes",
-        "spec",
-        "strategy",
+def broker_edge(
+    route: EdgeRoute, child: NodeSpec, token: str, cap: int, cost_field: int, scalable: bool
+) -> OutEdge:
+    """The output edge of ``route``: the local worker's buffers, publishing to its subjects."""
+    # a NATS message costs far more than a ring record: whole batches from the
+    # start, except toward replicas that share work (they must find some)
+    shared = (child.nb_tasks > 1 or scalable) and route.routing != "partitioned"
+    return OutEdge(
+        route.child,
+        child,
+        route.routing,
+        route.strategy,
+        [BrokerOutlet(s, token, i) for i, s in enumerate(route.subjects)],
+        cost_field,  # the child's cost per message (stats_loop fills it in)
+        cap,
+        min(8, cap) if shared else cap,
     )
-
-    def __init__(
-        self, route: EdgeRoute, child: NodeSpec, token: str, limit: int, cost: int, scalable: bool
-    ):
-        self.child = route.child
-        self.spec = child
-        self.routing = route.routing
-        self.strategy = route.strategy
-        self.rings = [BrokerOutlet(s, token, i) for i, s in enumerate(route.subjects)]
-        self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in self.rings]
-        self.sizes = [0] * len(self.rings)
-        self.keep = limit  # the cap
-        # a NATS message costs far more than a ring record: whole batches from the
-        # start, except toward replicas that share work (they must find some)
-        shared = (child.nb_tasks > 1 or scalable) and route.routing != "partitioned"
-        self.limit = min(8, limit) if shared else limit
-        self.cost_field = cost  # the child's cost per message (stats_loop fills it in)
 
 
 class BrokerWorker(Worker):
@@ -444,7 +430,7 @@ class BrokerWorker(Worker):
         cap = 1 if self.realtime or self.is_join else max(1, cfg.batch_max)
         routes = topo.outputs(cfg.node)[:64]
         self.edges = [
-            BrokerEdge(
+            broker_edge(
                 route,
                 spec.node(route.child),
                 topo.control.token_of(route.child),

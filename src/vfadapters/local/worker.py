@@ -41,7 +41,7 @@ from vfadapters.local.config import CTL, SLOT, EdgeOut, WorkerConfig, slot_base
 from vfadapters.local.latency import fold
 from vfadapters.local.ring import Claim, Ring, StopWaiting, record_size
 from vfadapters.local.shm import Segment
-from vfcore import owner_of
+from vfcore import NodeSpec, owner_of
 
 __all__ = [
     "Aborted",
@@ -210,8 +210,14 @@ def worker_main(cfg: WorkerConfig, conn: Any) -> None:
         os._exit(code)
 
 
-class _Edge:
-    """Output buffers of one edge (one per child replica when partitioned)."""
+class OutEdge:
+    """Output buffers of one edge (one per child replica when partitioned).
+
+    ``rings``: where batches go (shared-memory rings here; the broker worker's
+    outlets there), one, or one per owner; ``keep``: the most messages a batch
+    holds; ``limit``: the batch size to start from (``flush_edge`` then sizes it
+    from the child's cost per message, read at ``cost_field``).
+    """
 
     __slots__ = (
         "buffers",
@@ -226,19 +232,45 @@ class _Edge:
         "strategy",
     )
 
-    def __init__(self, edge: EdgeOut) -> None:
-        self.child = edge.child
-        self.spec = edge.child_spec
-        self.routing = edge.routing
-        self.rings = [Ring.attach(h) for h in edge.rings]  # one, or one per owner
-        self.cost_field = slot_base(edge.slots[0]) + SLOT.COST_NS
-        self.strategy = edge.strategy
-        self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in self.rings]
-        self.sizes = [0] * len(self.rings)
+    def __init__(
+        self,
+        child: str,
+        spec: NodeSpec,
+        routing: str,
+        strategy: Any,
+        rings: list[Any],
+        cost_field: int,
+        keep: int,
+        limit: int,
+    ) -> None:
+        self.child = child
+        self.spec = spec
+        self.routing = routing
+        self.strategy = strategy
+        self.rings = rings
+        self.cost_field = cost_field
+        self.buffers: list[list[tuple[Any, ...]]] = [[] for _ in rings]
+        self.sizes = [0] * len(rings)
+        self.keep = keep
+        self.limit = limit
+
+    @classmethod
+    def of_rings(cls, edge: EdgeOut) -> OutEdge:
+        """The edge as the local executor laid it out: its rings attached."""
+        rings = [Ring.attach(h) for h in edge.rings]
         # REALTIME: a record holds at most as many messages as the child's buffers keep
         # waiting (evictions take whole records, so the keep bound holds per message)
-        self.keep = min((r.keep for r in self.rings), default=0) or (1 << 62)
-        self.limit = min(8, self.keep)  # until the child has measured what one message costs it
+        keep = min((r.keep for r in rings), default=0) or (1 << 62)
+        return cls(
+            edge.child,
+            edge.child_spec,
+            edge.routing,
+            edge.strategy,
+            rings,
+            slot_base(edge.slots[0]) + SLOT.COST_NS,
+            keep,
+            min(8, keep),  # until the child has measured what one message costs it
+        )
 
 
 class Worker:
@@ -309,7 +341,7 @@ class Worker:
         cfg = self.cfg
         self.inputs = [Ring.attach(h) for _, h in cfg.inputs]
         self.parents = tuple(p for p, _ in cfg.inputs)
-        self.edges = [_Edge(e) for e in cfg.outputs]
+        self.edges = [OutEdge.of_rings(e) for e in cfg.outputs]
 
     def finished(self) -> None:
         """Everything emitted is written (rings: at once); the broker waits for its acks."""
@@ -547,7 +579,7 @@ class Worker:
                 self.flush_edge(edge, idx)
 
     @staticmethod
-    def owner(edge: _Edge, trace_id: str, meta: Any) -> int:
+    def owner(edge: OutEdge, trace_id: str, meta: Any) -> int:
         """The child replica that owns a message: :func:`vfcore.owner_of`, nothing else."""
         return owner_of(
             edge.spec, trace_id=trace_id, metadata=meta or _EMPTY, strategy=edge.strategy
@@ -562,7 +594,7 @@ class Worker:
     def pending_output(self) -> bool:
         return any(buf for edge in self.edges for buf in edge.buffers)
 
-    def flush_edge(self, edge: _Edge, idx: int) -> None:
+    def flush_edge(self, edge: OutEdge, idx: int) -> None:
         envs = edge.buffers[idx]
         edge.buffers[idx] = []
         edge.sizes[idx] = 0

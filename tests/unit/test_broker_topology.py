@@ -386,3 +386,22 @@ def test_the_worked_example_in_docs_broker_md_runs():
     doc = Path(__file__).resolve().parents[2] / "docs" / "broker.md"
     result = doctest.testfile(str(doc), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 5 and result.failed == 0
+
+
+def test_replicas_needed_for_a_parent_to_have_ended() -> None:
+    """Owned shares need every replica's done; competing replicas need any one's.
+
+    A producer runs one worker whatever its nb_tasks (vfcore.effective_replicas).
+    """
+    from vfcore.runtime import RunControl
+
+    cases = [
+        (NodeSpec("p", "producer", nb_tasks=3), 1),
+        (NodeSpec("p", "producer"), 1),
+        (NodeSpec("w", "processor", ("p",), nb_tasks=3), 1),
+        (NodeSpec("w", "processor", ("p",)), 1),
+        (NodeSpec("t", "processor", ("p",), nb_tasks=3, partition_by="trace_id"), 3),
+        (NodeSpec("t", "processor", ("p",), nb_tasks=1, partition_by="trace_id"), 1),
+    ]
+    for node, needed in cases:
+        assert RunControl.replicas_needed(node) == needed, node

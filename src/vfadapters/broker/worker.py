@@ -61,7 +61,7 @@ from vfadapters.local.worker import (
     short_repr,
 )
 from vfcore import REALTIME, FlowSpec, JoinPolicy, NodeSpec
-from vfcore.flow.validate import effective_join_policy
+from vfcore.flow.validate import effective_join_policy, effective_replicas
 from vfcore.runtime import BrokerTopology, EdgeRoute, TopologyConsumer, TopologyOptions
 
 __all__ = ["BrokerWorker", "WorkerOptions", "replica_from_env", "run_worker"]
@@ -418,7 +418,7 @@ class BrokerWorker(Worker):
         node = spec.node(cfg.node)
         reads = topo.reads(cfg.node, cfg.replica)
         fetch_timeout = 0.02 if len(node.parents) > 1 else 0.2
-        replicas = {n.name: n.nb_tasks for n in spec.nodes}
+        replicas = {n.name: effective_replicas(n) for n in spec.nodes}
         self.inputs = [
             BrokerInput(self, c.parent, c, replicas[c.parent], fetch_timeout) for c in reads
         ]
@@ -724,29 +724,22 @@ class BrokerWorker(Worker):
                 self.ctl[edge.cost_field] = int(fields[SLOT.COST_NS])
 
     async def replicas_done(self, parent: str, replicas: int) -> bool:
-        """Whether ``parent`` has ended.
-
-        Replicas that each own their share (a producer's replicas, a partitioned
-        node's) must all have written ``done``. Competing replicas share one
-        consumer, and one of them ends only once that consumer holds nothing pending
-        and nothing in flight (its siblings' outputs are then all stored), so any
-        one's ``done`` ends the node — which also covers a Deployment, whose pods
-        all run as replica 0.
-        """
+        """Whether ``parent`` has ended: as many of its replicas wrote ``done`` as
+        :meth:`vfcore.runtime.RunControl.replicas_needed` says."""
         from nats.js.errors import KeyNotFoundError
 
         control = self.topo.control
-        node = self.spec.node(parent)
-        owned = node.is_producer or (node.partition_by is not None and replicas > 1)
+        needed = control.replicas_needed(self.spec.node(parent))
         found = 0
         for r in range(replicas):
             try:
                 await self.kv.get(control.done_key(parent, r))
                 found += 1
             except KeyNotFoundError:
-                if owned:
-                    return False
-        return found > 0
+                continue
+            if found >= needed:
+                return True
+        return False
 
     # -- the whole life ---------------------------------------------------------------------
 

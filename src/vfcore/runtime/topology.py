@@ -471,6 +471,27 @@ class RunControl:
     def stats_key(self, node: str, replica: int) -> str:
         return f"stats.{self.token_of(node)}.{replica}"
 
+    @staticmethod
+    def replicas_needed(node: NodeSpec) -> int:
+        """How many of ``node``'s replicas must have written ``done`` before it has ended.
+
+        Replicas that each own their share (a producer's, a partitioned node's):
+        every one, ``0 … nb_tasks − 1``. Competing replicas share one consumer, and
+        one of them ends only once that consumer holds nothing pending and nothing
+        in flight (its siblings' outputs are all stored by then), so any one —
+        which also covers a Deployment, whose pods all run as replica 0.
+
+        >>> from vfcore import NodeSpec
+        >>> RunControl.replicas_needed(NodeSpec("w", "processor", ("s",), nb_tasks=3))
+        1
+        >>> RunControl.replicas_needed(
+        ...     NodeSpec("t", "processor", ("s",), nb_tasks=3, partition_by="trace_id"))
+        3
+        """
+        replicas = effective_replicas(node)
+        owned = node.is_producer or (node.partition_by is not None and replicas > 1)
+        return replicas if owned else 1
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "bucket": self.bucket,

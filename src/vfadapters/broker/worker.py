@@ -168,7 +168,7 @@ class BrokerInput:
         self.committed = 0  # envelopes settled
         self.redelivered = 0
         # one at a time when replicas compete (or may be added): none hoards work
-        shared = consumer.owner is None and worker.cfg.spec.nb_tasks > 1
+        shared = consumer.owner is None and effective_replicas(worker.cfg.spec) > 1
         self.batch = 1 if worker.realtime or shared or worker.scalable else 4
 
     async def bind(self) -> None:
@@ -334,7 +334,7 @@ def broker_edge(
     """The output edge of ``route``: the local worker's buffers, publishing to its subjects."""
     # a NATS message costs far more than a ring record: whole batches from the
     # start, except toward replicas that share work (they must find some)
-    shared = (child.nb_tasks > 1 or scalable) and route.routing != "partitioned"
+    shared = (effective_replicas(child) > 1 or scalable) and route.routing != "partitioned"
     return OutEdge(
         route.child,
         child,
@@ -778,7 +778,7 @@ def worker_config(spec: FlowSpec, node: str, replica: int, opts: WorkerOptions) 
         node=node,
         replica=replica,
         pod=f"{node}/{replica}",
-        replicas=nspec.nb_tasks,
+        replicas=effective_replicas(nspec),
         slot=0,
         spec=nspec,
         flow_type=spec.flow_type,

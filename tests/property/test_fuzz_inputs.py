@@ -395,6 +395,43 @@ def test_an_unreadable_node_makes_the_verdict_unknown_unless_it_cannot_matter(
     event(f"{how}: {mutated_verdict}")
 
 
+LOST_POD_DAMAGE = {
+    "nodeName a number": lambda pod: {**pod, "spec": {**pod["spec"], "nodeName": 5}},
+    "spec a list": lambda pod: {**pod, "spec": [pod["spec"]]},
+    "spec a string": lambda pod: {**pod, "spec": "x"},
+    "not an object": lambda pod: 42,
+    "a list": lambda pod: [pod],
+}
+
+
+@settings(FUZZ, max_examples=20)
+@given(
+    cluster=st.sampled_from(["two-4gpu", "fragmented", "gpu-pool"]),
+    how=st.sampled_from(sorted(LOST_POD_DAMAGE)),
+    replicas=st.integers(1, 6),
+    gpus=st.integers(1, 2),
+)
+def test_a_running_pod_whose_node_cannot_be_read_never_leaves_a_fits(cluster, how, replicas, gpus):
+    """It may be bound to any node (issue 23): no node's free capacity is known."""
+    nodes_doc, pods_doc = BASE_CLUSTERS[cluster]
+    hog = {
+        "kind": "Pod",
+        "metadata": {"name": "hog", "namespace": "x"},
+        "spec": {
+            "nodeName": nodes_doc["items"][0]["metadata"]["name"],
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    pods = [*pods_doc["items"], LOST_POD_DAMAGE[how](hog)]
+    spec = _small_gpu_spec(replicas, gpus)
+    verdict = _verdict(spec, nodes_doc["items"], pods)
+    assert verdict != "fits", (cluster, how)
+    if verdict == "does-not-fit":  # even with every node empty
+        assert _verdict(spec, nodes_doc["items"], []) == "does-not-fit", (cluster, how)
+    event(f"{how}: {verdict}")
+
+
 # -- every CLI command, in process ---------------------------------------------------
 
 

@@ -935,14 +935,95 @@ def test_a_malformed_finished_or_unbound_pod_changes_nothing() -> None:
     assert snap.is_fully_known and snap.unknowns == ()
 
 
-def test_non_object_items_are_reported_and_skipped() -> None:
+def test_non_object_items_are_reported_and_a_non_object_pod_may_hold_any_node() -> None:
     snap = snapshot(k_list([k_node("x"), 7, "node"]), k_list([None]))  # type: ignore[list-item]
     assert [n.name for n in snap.nodes] == ["x"]
+    anywhere = "whether and where it is bound is unknown, so every node's occupancy is unknown"
     assert snap.unknowns == (
         Unknown("nodes.json items[1]", "is a number, not a Kubernetes object"),
         Unknown("nodes.json items[2]", "is a string, not a Kubernetes object"),
-        Unknown("pods.json items[0]", "is null, not a Kubernetes object"),
+        Unknown("pods.json items[0]", f"is null, not a Kubernetes object; {anywhere}"),
     )
+    x = snap.node("x")
+    assert x.requested is None
+    assert (
+        x.unknown_reason == "1 pod(s) that cannot be read may be bound to it (pods.json items[0])"
+    )
+
+
+def _running(name: str, node: str) -> dict[str, Any]:
+    return k_pod(name, node, [k_container({"cpu": "1"})])
+
+
+def _set(path: tuple[str, ...], value: object) -> Callable[[dict[str, Any]], object]:
+    def change(pod: dict[str, Any]) -> object:
+        here = pod
+        for key in path[:-1]:
+            here = here[key]
+        here[path[-1]] = value
+        return pod
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("mutate", "what", "problem"),
+    [
+        (_set(("spec", "nodeName"), 5), "pod/ml/lost", "spec.nodeName = 5 is a number, not a string"),
+        (_set(("spec", "nodeName"), ["x"]), "pod/ml/lost", "spec.nodeName = ['x'] is a JSON array, not a string"),
+        (_set(("spec",), [1]), "pod/ml/lost", "spec is a JSON array, not an object"),
+        (_set(("spec",), "x"), "pod/ml/lost", "spec is a string, not an object"),
+        (lambda p: 42, "pods.json items[1]", "is a number, not a Kubernetes object"),
+        (lambda p: [p], "pods.json items[1]", "is a JSON array, not a Kubernetes object"),
+    ],
+    ids=[
+        "nodeName a number",
+        "nodeName a list",
+        "spec a list",
+        "spec a string",
+        "item a number",
+        "item a list",
+    ],
+)  # fmt: skip
+def test_a_running_pod_whose_node_cannot_be_read_makes_every_node_unknown(
+    mutate: Callable[[dict[str, Any]], object], what: str, problem: str
+) -> None:
+    lost = mutate(_running("lost", "x"))
+    pods = k_list([_running("fine", "y"), lost], kind="PodList")  # type: ignore[list-item]
+    snap = snapshot(k_list([k_node("x"), k_node("y")], kind="NodeList"), pods)
+    for node in (snap.node("x"), snap.node("y")):
+        assert node.requested is None and not node.occupancy_known
+        assert node.unknown_reason == f"1 pod(s) that cannot be read may be bound to it ({what})"
+    assert (
+        Unknown(
+            what,
+            f"{problem}; whether and where it is bound is unknown, so every node's occupancy is unknown",
+        )
+        in snap.unknowns
+    )
+
+
+def test_a_finished_pod_or_one_known_unbound_holds_nothing_whatever_else_is_broken() -> None:
+    finished = _set(("spec", "nodeName"), 5)(k_pod("old", "x", [], phase="Failed"))
+    unbound_broken_phase = _set(("status", "phase"), 7)(k_pod("new", None, []))
+    snap = snapshot(k_list([k_node("x")]), k_list([finished, unbound_broken_phase]))  # type: ignore[list-item]
+    assert snap.is_fully_known and snap.node("x").requested_of("pods") == 0
+
+
+def test_a_bound_pod_whose_phase_cannot_be_read_makes_its_node_unknown() -> None:
+    pod = _set(("status", "phase"), 7)(_running("odd", "x"))
+    snap = snapshot(k_list([k_node("x"), k_node("y")]), k_list([pod]))  # type: ignore[list-item]
+    assert snap.node("x").requested is None and snap.node("y").occupancy_known
+    assert snap.node("x").unknown_reason == (
+        "pod/ml/odd cannot be read: status.phase = 7 is a number, not a string"
+    )
+
+
+def test_an_item_of_a_pod_list_with_a_kind_that_is_not_a_string_is_read_as_a_pod() -> None:
+    pod = _running("odd", "x")
+    pod["kind"] = 5
+    snap = snapshot(k_list([k_node("x")]), k_list([pod], kind="PodList"))
+    assert snap.node("x").requested_of("cpu") == 1000
 
 
 def test_a_node_listed_twice_differently_is_left_out() -> None:

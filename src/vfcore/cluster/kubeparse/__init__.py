@@ -35,7 +35,9 @@ conditions, ``spec.unschedulable`` or ``status.allocatable`` cannot be read is
 left out of ``nodes`` (it cannot be planned on) and listed as
 ``Unknown("node/<name>", "<field> = <value> ...")``. A pod that cannot be read
 and is bound to node X makes X's occupancy unknown, and is listed as
-``Unknown("pod/<ns>/<name>", ...)``. A GPU Feature Discovery label with a bad
+``Unknown("pod/<ns>/<name>", ...)``; one that cannot be read far enough to tell
+whether and where it is bound (not an object, ``spec`` or ``spec.nodeName`` of
+the wrong type) may hold any node, so it makes every node's occupancy unknown. A GPU Feature Discovery label with a bad
 value leaves that GPU fact ``None`` and is listed; the node stays.
 
 **Pod requests** follow ``resource.PodRequests`` (k8s.io/component-helpers,

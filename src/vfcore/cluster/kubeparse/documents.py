@@ -104,7 +104,12 @@ def status_reason(doc: Mapping[str, Any], noun: str) -> str:
 def items_of(
     doc: object, source: str, kind: Kind
 ) -> tuple[list[tuple[str, Any]] | None, str | None, list[Unknown]]:
-    """The items of ``kind`` in one document: ``(items, None, unknowns)`` or ``(None, reason, [])``."""
+    """The items of ``kind`` in one document: ``(items, None, unknowns)`` or ``(None, reason, [])``.
+
+    The items include every one that may be of ``kind`` (see :func:`_kind_of_item`):
+    the readers report what cannot be read, and the assembly decides what it
+    makes unknown (a pod that may be bound anywhere makes every node unknown).
+    """
     parsed, reason = parse_document(doc, source, kind.noun)
     if parsed is None:
         return None, reason, []
@@ -134,25 +139,34 @@ def items_of(
     foreign: list[str] = []
     for i, item in enumerate(raw_items):
         where = f"{source} items[{i}]"
-        if not isinstance(item, Mapping):
-            if kind is NODE_LIST and doc_kind == kind.list_kind:
-                found.append((where, item))  # a NodeList item is a node, readable or not
-            else:
-                unknowns.append(Unknown(where, f"is {describe(item)}, not a Kubernetes object"))
-            continue
-        item_kind = item.get("kind") or (kind.item if doc_kind == kind.list_kind else None)
-        if item_kind is None:
-            item_kind = _guess_kind(item)
-        if item_kind == kind.item:
+        item_kind = _kind_of_item(item, doc_kind, kind)
+        if item_kind is None or item_kind == kind.item:
+            # Ours, or of no kind that can be told (not an object, no readable kind, no
+            # telling shape): it may be ours, so the reader sees it and reports it.
             found.append((where, item))
-        elif item_kind is None:
-            unknowns.append(Unknown(where, "has no kind and is not recognisable"))
+            if item_kind is None and isinstance(item, Mapping):
+                unknowns.append(Unknown(where, "has no kind and is not recognisable"))
         else:
-            foreign.append(str(item_kind))
+            foreign.append(item_kind)
     if doc_kind == "List" and foreign and not found:
         kinds = ", ".join(sorted(set(foreign)))
         return None, f"{source} holds a List of {kinds} with no {kind.item} items", []
     return found, None, unknowns
+
+
+def _kind_of_item(item: object, doc_kind: object, kind: Kind) -> str | None:
+    """An item's kind: its own ``kind``, else the list's, else its shape's; ``None``: unknown.
+
+    In a ``<Kind>List`` every item is of that kind, whatever its ``kind`` field
+    says when that is not a string; in a ``List`` an item that is not an
+    object, or has no string ``kind`` and no telling shape, may be of any kind.
+    """
+    declared = item.get("kind") if isinstance(item, Mapping) else None
+    if isinstance(declared, str) and declared:
+        return declared
+    if doc_kind == kind.list_kind:
+        return kind.item
+    return _guess_kind(item) if isinstance(item, Mapping) else None
 
 
 def _guess_kind(item: Mapping[str, Any]) -> str | None:
@@ -169,12 +183,15 @@ def _guess_kind(item: Mapping[str, Any]) -> str | None:
 
 
 def read_runtime_classes(
-    items: Iterable[tuple[str, Mapping[str, Any]]],
+    items: Iterable[tuple[str, Any]],
 ) -> tuple[tuple[RuntimeClassInfo, ...], list[Unknown]]:
     found: dict[str, RuntimeClassInfo] = {}
     unknowns: list[Unknown] = []
     for where, item in items:
         what = where
+        if not isinstance(item, Mapping):
+            unknowns.append(Unknown(where, f"is {describe(item)}, not a Kubernetes object"))
+            continue
         try:
             meta = read_mapping(item.get("metadata"), "metadata", required=True)
             name = read_string(meta.get("name"), "metadata.name", required=True)

@@ -86,9 +86,20 @@ def _assemble(
     nonzero: dict[str, list[int]] = {name: [0, 0] for name in states}
     broken: dict[str, list[str]] = {}
     orphans: dict[str, list[str]] = {}
+    anywhere: list[str] = []
     for where, item in pod_items or []:
         pod = read_pod(item, where)
         if pod is None:
+            continue
+        if pod.anywhere:
+            unknowns.append(
+                Unknown(
+                    pod.what,
+                    f"{pod.problem}; whether and where it is bound is unknown, so every "
+                    "node's occupancy is unknown",
+                )
+            )
+            anywhere.append(pod.what)
             continue
         if pod.node is not None and pod.node not in states and pod.node not in unreadable:
             orphans.setdefault(pod.node, []).append(pod.what)
@@ -118,6 +129,12 @@ def _assemble(
             unknowns.append(Unknown(f"node/{name}", reason))
             unreadable[name] = UnreadableNode(name, reason)
 
+    if anywhere:
+        shown = ", ".join(sorted(anywhere)[:3]) + ("…" if len(anywhere) > 3 else "")
+        for name in states:
+            broken.setdefault(name, []).append(
+                f"{len(anywhere)} pod(s) that cannot be read may be bound to it ({shown})"
+            )
     nodes: list[NodeState] = []
     for name, state in sorted(states.items()):
         if pods_reason is not None:

@@ -13,6 +13,7 @@ from typing import Any
 from vfcore.cluster.kubeparse.fields import (
     Malformed,
     add_into,
+    describe,
     max_into,
     read_mapping,
     read_resource_list,
@@ -171,6 +172,9 @@ class PodOutcome:
 
     ``nonzero`` is what scoring counts for it: cpu millicores and memory bytes
     with the per-container defaults (:func:`pod_nonzero_requests`).
+    ``anywhere`` is true when the pod cannot be read far enough to tell whether
+    and where it is bound (the item is not an object, its ``spec`` or
+    ``spec.nodeName`` is of the wrong type): it may occupy any node.
     """
 
     what: str
@@ -178,23 +182,65 @@ class PodOutcome:
     requests: dict[str, int] | None
     problem: str | None
     nonzero: tuple[int, int] | None = None
+    anywhere: bool = False
 
 
-def read_pod(item: Mapping[str, Any], where: str) -> PodOutcome | None:
-    """``None`` for a pod that does not count (finished, or not bound to a node)."""
-    what = where
-    node: str | None = None
+def _pod_name(item: Mapping[str, Any], where: str) -> str:
+    """``pod/<namespace>/<name>``, or ``where`` when the name cannot be read."""
     try:
-        spec = read_mapping(item.get("spec"), "spec")
-        node = read_string(spec.get("nodeName"), "spec.nodeName")
-        status = read_mapping(item.get("status"), "status")
-        phase = read_string(status.get("phase"), "status.phase")
-        if phase in _TERMINAL_PHASES or node is None:
-            return None
         meta = read_mapping(item.get("metadata"), "metadata", required=True)
         namespace = read_string(meta.get("namespace"), "metadata.namespace") or "default"
         name = read_string(meta.get("name"), "metadata.name", required=True)
-        what = f"pod/{namespace}/{name}"
+    except Malformed:
+        return where
+    return f"pod/{namespace}/{name}"
+
+
+def read_pod(item: object, where: str) -> PodOutcome | None:
+    """``None`` for a pod that does not count (finished, or not bound to a node).
+
+    A pod counts unless it is known not to: a readable terminal phase
+    (``Succeeded``, ``Failed``) or a readable, absent ``spec.nodeName``. One
+    whose ``nodeName`` cannot be read may hold any node (``anywhere``); one
+    bound to a node whose phase or requests cannot be read makes that node's
+    occupancy unknown.
+
+    >>> read_pod({"spec": {"nodeName": 5}, "status": {"phase": "Running"}}, "items[0]").anywhere
+    True
+    >>> read_pod({"spec": {"nodeName": 5}, "status": {"phase": "Succeeded"}}, "items[0]") is None
+    True
+    """
+    if not isinstance(item, Mapping):
+        return PodOutcome(
+            where, None, None, f"is {describe(item)}, not a Kubernetes object", anywhere=True
+        )
+    what = _pod_name(item, where)
+    node: str | None = None
+    node_problem: str | None = None
+    try:
+        spec = read_mapping(item.get("spec"), "spec")
+        node = read_string(spec.get("nodeName"), "spec.nodeName")
+    except Malformed as bad:
+        node_problem = bad.reason
+    phase_problem: str | None = None
+    phase: str | None = None
+    try:
+        status = read_mapping(item.get("status"), "status")
+        phase = read_string(status.get("phase"), "status.phase")
+    except Malformed as bad:
+        phase_problem = bad.reason
+    if phase in _TERMINAL_PHASES:
+        return None  # a finished pod holds nothing, whatever else it says
+    if node_problem is not None:
+        return PodOutcome(what, None, None, node_problem, anywhere=True)
+    if node is None:
+        return None  # not bound: it holds no node yet
+    if phase_problem is not None:
+        return PodOutcome(what, node, None, phase_problem)
+    try:
+        meta = read_mapping(item.get("metadata"), "metadata", required=True)
+        read_string(meta.get("namespace"), "metadata.namespace")
+        read_string(meta.get("name"), "metadata.name", required=True)
         nonzero = _requests_of(item, NONZERO_DEFAULTS)
         return PodOutcome(
             what, node, _requests_of(item), None, (nonzero.get(CPU, 0), nonzero.get(MEMORY, 0))

@@ -107,6 +107,10 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         #: Honour ``limit``/``continue`` (kmock ignores them); fail pages after the first of these.
         self.paginate = False
         self.fail_later_pages: set[str] = set()
+        #: Listings of these resources always send ``metadata.continue``: ``"repeat"`` the same
+        #: token each time, ``"fresh"`` a new one each time (a server whose pages never end).
+        self.endless: dict[str, str] = {}
+        self.pages_served = 0
         #: Emulate controllers + scheduler: a workload applied gets its pods, bound to this node.
         self.spawn_bound_pods_on: str | None = None
         #: With ``spawn_bound_pods_on``: the pods are Ready, Deployments/StatefulSets report so.
@@ -127,6 +131,12 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         if fields:
             doc["items"] = [o for o in doc["items"] if _fields_match(o, fields)]
         limit = request.params.get("limit")
+        self.pages_served += 1
+        how = self.endless.get(request.resource.plural)
+        if how is not None:
+            token = "again" if how == "repeat" else f"page-{self.pages_served}"
+            doc["metadata"] = {"continue": token, "resourceVersion": "1"}
+            return doc
         if self.paginate and limit:
             start = int(request.params.get("continue") or 0)
             if start and request.resource.plural in self.fail_later_pages:

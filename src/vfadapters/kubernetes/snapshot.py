@@ -17,7 +17,10 @@ as the dumps (:mod:`vfcore.cluster.kubeparse`):
   unknown, a refusal lists ``Unknown("runtimeclasses", reason)``.
 
 Pages are merged before parsing; a listing whose pages cannot all be read is
-the failed listing, never a partial one.
+the failed listing, never a partial one. A listing is read in at most
+:data:`MAX_PAGES` pages, and a server whose ``metadata.continue`` repeats an
+earlier page's token or never ends is a failed listing that says so (reason
+``EndlessList``), never paged for ever.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 from vfadapters.kubernetes.client import KubeApiError, KubeClient, Response
 from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes
 
-__all__ = ["PAGE_SIZE", "list_all", "read_documents", "read_snapshot"]
+__all__ = ["MAX_PAGES", "PAGE_SIZE", "list_all", "read_documents", "read_snapshot"]
 
 #: Items per page of a listing.
 PAGE_SIZE = 500
@@ -36,8 +39,17 @@ NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
 RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
 
-#: The largest number of pages one listing may take (500 x 2000 = a million items).
-MAX_PAGES = 2000
+#: The most pages one listing may take: 400 x 500 = 200,000 items, above the 150,000
+#: pods and 5,000 nodes Kubernetes is tested to. A server that keeps sending
+#: ``metadata.continue`` past it is answered as a failed listing, never paged for ever.
+MAX_PAGES = 400
+
+
+def _endless(path: str, why: str) -> Response:
+    """A failed listing that says why the pages were not all read (a ``Status`` body)."""
+    message = f"listing {path}: {why}; vf stopped reading it (docs/cli.md, Limits)"
+    body = {"kind": "Status", "status": "Failure", "code": 502, "reason": "EndlessList"}
+    return Response(502, {**body, "message": message}, message)
 
 
 def list_all(
@@ -46,15 +58,20 @@ def list_all(
     list_kind: str,
     *,
     label_selector: str | None = None,
+    max_pages: int = MAX_PAGES,
 ) -> tuple[dict[str, Any] | None, Response | None]:
     """Every item of ``path`` as one ``<list_kind>`` document, or ``(None, the failed answer)``.
 
+    At most ``max_pages`` pages of :data:`PAGE_SIZE` items; a ``continue`` token
+    the server already sent (its pages loop) or more pages than that end the
+    listing as failed, with a ``Status`` that says so (reason ``EndlessList``).
     Raises :class:`KubeApiError` only when the server cannot be reached.
     """
     items: list[Any] = []
     token: str | None = None
+    seen: set[str] = set()
     api_version = "v1"
-    for _ in range(MAX_PAGES):
+    for page in range(1, max_pages + 1):
         query: dict[str, str | int | bool] = {"limit": PAGE_SIZE}
         if token:
             query["continue"] = token
@@ -72,7 +89,20 @@ def list_all(
         token = meta.get("continue") if meta else None
         if not token:
             return {"apiVersion": api_version, "kind": list_kind, "items": items}, None
-    return None, Response(507, None, f"more than {MAX_PAGES} pages of {PAGE_SIZE} items")
+        if not isinstance(token, str):
+            return None, _endless(path, f"page {page} has a continue token that is not a string")
+        if token in seen:
+            return None, _endless(
+                path,
+                f"page {page} repeats the continue token of an earlier page (the server's "
+                "pages loop)",
+            )
+        seen.add(token)
+    return None, _endless(
+        path,
+        f"the server still sends a continue token after {max_pages} pages of {PAGE_SIZE} "
+        f"items ({max_pages * PAGE_SIZE:,} items, the most vf reads from one listing)",
+    )
 
 
 def _nodes_error(client: KubeClient, answer: Response) -> KubeApiError:

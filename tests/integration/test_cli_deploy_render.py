@@ -17,7 +17,6 @@ FLOW = "examples/traffic/flow.py"
 def test_render_only_writes_one_file_per_object_in_apply_order(tmp_path: Path) -> None:
     out = tmp_path / "manifests"
     out.mkdir()
-    (out / "99-job-stale.yaml").write_text("stale")  # an earlier render's file goes
     (out / "keep.txt").write_text("mine")
     args = (FLOW, "--image", "reg.example/traffic:1", "--run", "r1", "--render-only", "-o", out)
     result = run_vf("deploy", *args)
@@ -34,6 +33,11 @@ def test_render_only_writes_one_file_per_object_in_apply_order(tmp_path: Path) -
     first = {n: (out / n).read_bytes() for n in files}
     assert run_vf("deploy", *args).returncode == 0
     assert {n: (out / n).read_bytes() for n in files} == first  # the same bytes again
+    # the same run with an existing broker: fewer objects; the render's own stale files go
+    assert run_vf("deploy", *args, "--broker", "nats://nats:4222").returncode == 0
+    now = sorted(p.name for p in out.glob("*.yaml"))
+    assert len(now) == 12 and not any("broker" in n for n in now)
+    assert (out / "keep.txt").read_text() == "mine"
 
 
 def test_render_only_without_o_prints_a_multi_document_stream() -> None:

@@ -4,8 +4,9 @@ The objects come from :func:`vfcore.render` (pure); this module parses the
 flags into :class:`vfcore.RenderOptions`. ``--render-only`` stops there:
 ``-o DIR`` writes one YAML file per object, named ``NN-<kind>-<name>.yaml``
 with ``NN`` the apply order (so ``kubectl apply -f DIR`` applies them in that
-order), and without ``-o`` every object goes to stdout as one multi-document
-YAML stream. Otherwise :func:`apply_and_wait` plans against the live cluster,
+order), and nothing else: an earlier render's files are replaced only where
+they are provably vf's (:mod:`vfadapters.cli.render_output`); without ``-o``
+every object goes to stdout as one multi-document YAML stream. Otherwise :func:`apply_and_wait` plans against the live cluster,
 applies and waits (docs/kubernetes.md).
 """
 
@@ -18,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from vfadapters.cli.output import EXIT_OK
+from vfadapters.cli.output import EXIT_OK, EXIT_RUNTIME, report_error
 
 #: Where ``vf dockerfile`` puts the flow file in the image.
 APP_DIR = "/app"
@@ -232,7 +233,7 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
         extra["broker_image"] = args.broker_image
     return RenderOptions(
         image=args.image,
-        run_id=args.run or default_run_id(),
+        run_id=default_run_id() if args.run is None else args.run,
         namespace=args.namespace,
         flow_path=args.flow_path or f"{APP_DIR}/{flow_file}",
         broker_url=args.broker,
@@ -329,24 +330,17 @@ def to_yaml(obj: dict[str, Any]) -> str:
     return text
 
 
-def file_name(index: int, obj: dict[str, Any]) -> str:
-    return f"{index:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+def write_objects(
+    objects: tuple[dict[str, Any], ...], output: str | None, *, flow: str, run: str
+) -> list[Path]:
+    """``-o DIR``: one file per object and a record of them (:mod:`.render_output`)."""
+    from vfadapters.cli.render_output import file_name, write_render
 
-
-def write_objects(objects: tuple[dict[str, Any], ...], out_dir: Path | None) -> list[Path]:
-    """``-o DIR``: one file per object (stale ``NN-*.yaml`` of an earlier render removed)."""
-    if out_dir is None:
+    if output is None:
         sys.stdout.write("".join(f"---\n{to_yaml(o)}" for o in objects))
         return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("[0-9][0-9]-*.yaml"):
-        old.unlink()
-    paths = []
-    for i, obj in enumerate(objects):
-        path = out_dir / file_name(i, obj)
-        path.write_text(to_yaml(obj), encoding="utf-8")
-        paths.append(path)
-    return paths
+    texts = [(file_name(i, o), to_yaml(o)) for i, o in enumerate(objects)]
+    return write_render(texts, output, flow=flow, run=run)
 
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
@@ -363,8 +357,19 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
             options = replace(options, **changes)
     objects = render(spec, options)
     if args.render_only:
-        out = None if args.output is None else Path(args.output)
-        paths = write_objects(objects, out)
+        from vfadapters.cli.render_output import RenderWriteError
+
+        out = args.output
+        try:
+            paths = write_objects(objects, out, flow=spec.name, run=options.run_id)
+        except RenderWriteError as exc:
+            report_error(
+                "render-write-failed",
+                str(exc),
+                "free space or fix the directory, then render again: it replaces what it wrote",
+                as_json=False,
+            )
+            return EXIT_RUNTIME
         if out is not None:
             print(
                 f"rendered {len(paths)} objects of run {options.run_id} of {spec.name} into "

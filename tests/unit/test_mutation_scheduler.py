@@ -27,6 +27,7 @@ from vfcore.placement.scheduler.scoring import (
     parse_kube_version,
 )
 from vfcore.placement.scheduler.simulation import ByPodCount, LastTie, RandomTie
+from vfcore.placement.scheduler.workloads import SpreadConstraint
 
 GPU = "nvidia.com/gpu"
 GIB = 2**30
@@ -235,6 +236,11 @@ def test_scoring_config_document_and_description() -> None:
         kube_version="1.35",
         taint_weight=5,
         node_affinity_weight=7,
+        spread_weight=4,
+        interpod_weight=6,
+        image_weight=8,
+        default_spread=(SpreadConstraint(2, "zone", "DoNotSchedule"),),
+        percentage_of_nodes_to_score=30,
     )
     assert cfg.to_dict() == {
         "strategy": "RequestedToCapacityRatio",
@@ -250,6 +256,18 @@ def test_scoring_config_document_and_description() -> None:
         "kube_version": "1.35",
         "taint_weight": 5,
         "node_affinity_weight": 7,
+        "spread_weight": 4,
+        "interpod_weight": 6,
+        "image_weight": 8,
+        "default_spread": [
+            {
+                "max_skew": 2,
+                "topology_key": "zone",
+                "when_unsatisfiable": "DoNotSchedule",
+                "selector": None,
+            }
+        ],
+        "percentage_of_nodes_to_score": 30,
     }
     assert cfg.describe() == (
         f"RequestedToCapacityRatio on {GPU}×3, cpu×1 (weight 2) shape [[0, 0], [50, 4], [100, 10]]"

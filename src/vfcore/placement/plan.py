@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from vfcore.flow.spec import FlowSpec
     from vfcore.placement.mig import MigPlan
     from vfcore.placement.scheduler import SchedulerReport
+    from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
+    from vfcore.placement.scheduler.workloads import Workload
 
 __all__ = ["NodeUsage", "Plan", "Problem", "Unplaced", "plan", "plan_pods"]
 
@@ -156,12 +158,23 @@ def plan(
     clock: Callable[[], float] | None = None,
     progress: Callable[[str], None] | None = None,
     kube_version: str = "1.36",
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
 ) -> Plan:
     """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict.
 
     ``kube_version`` is the Kubernetes minor version the scheduler model
     predicts (``"1.29"`` to ``"1.36"``; docs/scheduler-model.md says what
     changes between them); a bad value is an ``InvalidInputError``.
+
+    ``workloads`` say how ``vf deploy`` creates each node's pods for the
+    scheduler model (:func:`vfcore.placement.scheduler.workloads_from_objects`
+    reads them from the rendered objects); without them they follow from the
+    spec (:func:`vfcore.placement.scheduler.workloads_from_spec`: Deployments
+    and StatefulSets spread, Jobs do not). ``facts``
+    (:func:`vfcore.placement.scheduler.scheduling_facts`) are the cluster's
+    pods, images, PodDisruptionBudgets and PriorityClasses, for spreading,
+    inter-pod affinity, image locality and preemption.
 
     ``time_limit`` seconds (read from ``clock``, e.g. ``time.monotonic``; vfcore
     reads no clock itself) bound each scheduler-model phase — the prediction
@@ -190,7 +203,17 @@ def plan(
         clock=clock,
         progress=progress,
         kube_version=kube_version,
+        workloads=workloads
+        if workloads is not None or not predict_scheduler
+        else _spec_workloads(spec, facts),
+        facts=facts,
     )
+
+
+def _spec_workloads(spec: FlowSpec, facts: SchedulingFacts | None) -> Mapping[str, Workload]:
+    from vfcore.placement.scheduler.workloads import workloads_from_spec  # the scheduler model
+
+    return workloads_from_spec(spec, priority=0 if facts is None else facts.default_priority)
 
 
 def plan_pods(
@@ -205,8 +228,13 @@ def plan_pods(
     clock: Callable[[], float] | None = None,
     progress: Callable[[str], None] | None = None,
     kube_version: str = "1.36",
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
 ) -> Plan:
     """:func:`plan` for pods already built (from :func:`vfcore.placement.claims.pod_requests` or by hand).
+
+    ``workloads`` and ``facts`` go to the scheduler model as :func:`plan`
+    says; without ``workloads`` the pods are bare pods to it.
 
     The mode's planner (:func:`vfcore.placement.planners.planner_for`) is
     chosen once; every step below is the same for every mode.
@@ -353,7 +381,17 @@ def plan_pods(
         shared_pools=pools,
     )
     if predict_scheduler:
-        out = _with_scheduler(out, solved.pods, realised, time_limit, clock, progress, version)
+        out = _with_scheduler(
+            out,
+            solved.pods,
+            realised,
+            time_limit,
+            clock,
+            progress,
+            version,
+            workloads=workloads,
+            facts=facts,
+        )
     return out
 
 
@@ -394,6 +432,9 @@ def _with_scheduler(
     clock: Callable[[], float] | None = None,
     progress: Callable[[str], None] | None = None,
     kube_version: str = "1.36",
+    *,
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
 ) -> Plan:
     from vfcore.placement.scheduler import ScoringConfig, predict_for_plan
 
@@ -405,6 +446,8 @@ def _with_scheduler(
         time_limit=time_limit,
         clock=clock,
         phase=progress,
+        workloads=workloads,
+        facts=facts,
     )
     if cluster.unreadable_nodes:  # kube-scheduler would score those nodes too: nothing is sure
         names = [u.name for u in cluster.unreadable_nodes]

@@ -11,8 +11,15 @@ from typing import Any, Literal, TypeAlias
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
 from vfcore.placement.scheduler.engine import Budget, Engine, num_feasible_nodes_to_find
-from vfcore.placement.scheduler.results import SchedulerPrediction, Simulation, Verdict
+from vfcore.placement.scheduler.preemption import Preemption
+from vfcore.placement.scheduler.results import (
+    SchedulerPrediction,
+    Simulation,
+    Verdict,
+    WindowReport,
+)
 from vfcore.placement.scheduler.scoring import ScoringConfig
 from vfcore.placement.scheduler.simulation import (
     ByPodCount,
@@ -26,11 +33,15 @@ from vfcore.placement.scheduler.simulation import (
     run_bounded,
     run_greedy,
 )
+from vfcore.placement.scheduler.window import WindowRun, run_windowed, scheduler_node_order
+from vfcore.placement.scheduler.workloads import Workload
 
 __all__ = [
     "DEFAULT_MAX_BRANCHES",
     "DEFAULT_MAX_WORK",
     "DEFAULT_SAMPLES",
+    "DEFAULT_WINDOW_RUNS",
+    "DEFAULT_WINDOW_WORK",
     "MAX_SEARCH_WORK",
     "predict",
 ]
@@ -45,6 +56,11 @@ DEFAULT_MAX_WORK = 2_000_000
 MAX_SEARCH_WORK = 150_000
 #: Seeded random tie policies the bounded search runs (besides first and last).
 DEFAULT_SAMPLES = 8
+#: Windowed runs (:mod:`.window`) a prediction makes when the scan window can matter.
+DEFAULT_WINDOW_RUNS = 4
+#: Node checks (one pod against one node of the list, vectorised) the windowed runs may make
+#: in all: four runs of 12,500 pods on 2,000 nodes (about half a second each).
+DEFAULT_WINDOW_WORK = 100_000_000
 
 
 def _is_int(value: object) -> bool:
@@ -74,6 +90,9 @@ class _Sub:
     always: frozenset[int]
     strand_path: _Path | None
     land_path: _Path | None
+    fewest: int = 0
+    most: int = 0
+    evicted: frozenset[str] = frozenset()
 
 
 _LEAF = _Sub(1, 1, Fraction(0), True, True, frozenset(), frozenset(), None, ())
@@ -90,6 +109,7 @@ class _Frame:
         "branch",
         "chain",
         "children",
+        "evicted",
         "i",
         "multiplier",
         "results",
@@ -104,6 +124,7 @@ class _Frame:
         self.state = state
         self.start = (i, state)
         self.chain: list[int] = []  # pods stranded on the way
+        self.evicted: list[str] = []  # pods preempted on the way
         self.multiplier = 1  # node-level choices on the way (a tie inside one state)
         self.branch: tuple[int, _State] | None = None
         self.children: list[_State] | None = None
@@ -122,30 +143,52 @@ def _move(state: _State, sid: int, target: int) -> _State:
 
 
 def _combine(results: list[_Sub], weights: list[int]) -> _Sub:
-    strand_path = next(
-        ((j, r.strand_path) for j, r in enumerate(results) if r.strand_path is not None), None
-    )
-    land_path = next(
-        ((j, r.land_path) for j, r in enumerate(results) if r.land_path is not None), None
-    )
-    tied = sum(weights)
+    """The outcomes of a branch point from its children's (one pass over them)."""
+    strand_path: _Path | None = None
+    land_path: _Path | None = None
+    outcomes = node_outcomes = 0
+    weighted = Fraction(0)  # Σ w · p_strand, divided by the tied nodes at the end
+    all_land, any_land = True, False
+    sometimes: frozenset[int] = frozenset()
+    always: frozenset[int] | None = None
+    fewest, most = results[0].fewest, results[0].most
+    evicted: frozenset[str] = frozenset()
+    for j, (w, r) in enumerate(zip(weights, results, strict=True)):
+        if strand_path is None and r.strand_path is not None:
+            strand_path = (j, r.strand_path)
+        if land_path is None and r.land_path is not None:
+            land_path = (j, r.land_path)
+        outcomes += r.outcomes
+        node_outcomes += w * r.node_outcomes
+        if r.p_strand:
+            weighted += w * r.p_strand
+        all_land = all_land and r.all_land
+        any_land = any_land or r.any_land
+        if r.sometimes:
+            sometimes = sometimes | r.sometimes
+        always = r.always if always is None else always & r.always
+        fewest, most = min(fewest, r.fewest), max(most, r.most)
+        if r.evicted:
+            evicted = evicted | r.evicted
     return _Sub(
-        outcomes=sum(r.outcomes for r in results),
-        node_outcomes=sum(w * r.node_outcomes for w, r in zip(weights, results, strict=True)),
-        p_strand=sum(
-            (Fraction(w, tied) * r.p_strand for w, r in zip(weights, results, strict=True)),
-            Fraction(0),
-        ),
-        all_land=all(r.all_land for r in results),
-        any_land=any(r.any_land for r in results),
-        sometimes=frozenset().union(*(r.sometimes for r in results)),
-        always=frozenset.intersection(*(r.always for r in results)),
+        outcomes=outcomes,
+        node_outcomes=node_outcomes,
+        p_strand=weighted / sum(weights) if weighted else Fraction(0),
+        all_land=all_land,
+        any_land=any_land,
+        sometimes=sometimes,
+        always=always if always is not None else frozenset(),
         strand_path=strand_path,
         land_path=land_path,
+        fewest=fewest,
+        most=most,
+        evicted=evicted,
     )
 
 
-def _with_chain(sub: _Sub, chain: list[int], multiplier: int) -> _Sub:
+def _with_chain(sub: _Sub, chain: list[int], multiplier: int, evicted: list[str]) -> _Sub:
+    if evicted:
+        sub = replace(sub, evicted=sub.evicted.union(evicted))
     if not chain and multiplier == 1:
         return sub
     if not chain:
@@ -160,6 +203,9 @@ def _with_chain(sub: _Sub, chain: list[int], multiplier: int) -> _Sub:
         always=sub.always.union(chain),
         strand_path=sub.strand_path if sub.strand_path is not None else sub.land_path,
         land_path=None,
+        fewest=sub.fewest + len(chain),
+        most=sub.most + len(chain),
+        evicted=sub.evicted,
     )
 
 
@@ -174,6 +220,7 @@ def _explore(engine: Engine, budget: int, meter: Budget | None = None) -> tuple[
     memo: dict[tuple[int, _State], _Sub] = {}
     n = len(engine.pods)
     visited = 0
+    dynamic = [engine.is_dynamic(k) for k in range(len(engine.kind_pod))]
 
     def advance(frame: _Frame) -> None:
         nonlocal visited
@@ -190,9 +237,20 @@ def _explore(engine: Engine, budget: int, meter: Budget | None = None) -> tuple[
             if visited > budget or (meter is not None and not meter.charge(len(state))):
                 raise _OverBudget
             kind = engine.kind_of[i]
-            _, tied = engine.best(kind, (sid for sid, _ in state))
+            sizes = dict(state) if dynamic[kind] else None
+            _, tied = engine.best(kind, (sid for sid, _ in state), sizes)
             if not tied:
-                frame.chain.append(i)
+                preempted = (
+                    engine.preempt(kind, engine.pods[i].pod, sizes or dict(state))
+                    if engine.can_preempt(kind)
+                    else None
+                )
+                if preempted is None:
+                    frame.chain.append(i)
+                else:
+                    source, target, report = preempted
+                    state = _move(state, source, target)
+                    frame.evicted.extend(report.victims)
             elif len(tied) == 1:
                 frame.multiplier *= dict(state)[tied[0]]
                 state = _move(state, tied[0], engine.successor(kind, tied[0]))
@@ -228,7 +286,7 @@ def _explore(engine: Engine, budget: int, meter: Budget | None = None) -> tuple[
             assert frame.branch is not None
             sub = _combine(frame.results, frame.weights)
             memo[frame.branch] = sub
-        sub = _with_chain(sub, frame.chain, frame.multiplier)
+        sub = _with_chain(sub, frame.chain, frame.multiplier, frame.evicted)
         memo[frame.start] = sub
         stack.pop()
         if stack:
@@ -283,53 +341,101 @@ def _reason(
     return f"it depends on tie-breaks: over {scope}, some land and some strand {shown}{chance}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What every run of one prediction shares."""
+
+    pods: tuple[PodRequest, ...]
+    cluster: ClusterSnapshot
+    config: ScoringConfig
+    affinity: dict[str, tuple[str, ...]]
+    workloads: Mapping[str, Workload] | None
+    facts: SchedulingFacts | None
+    max_branches: int
+    samples: int
+    window_runs: int
+
+
 def _predict_known(
-    pods: tuple[PodRequest, ...],
-    cluster: ClusterSnapshot,
-    config: ScoringConfig,
-    affinity: dict[str, tuple[str, ...]],
-    unknown_as: Literal["empty", "full"],
-    max_branches: int,
-    samples: int,
-    budget: Budget,
+    inputs: _Inputs, unknown_as: Literal["empty", "full"], budget: Budget
 ) -> SchedulerPrediction:
-    engine = Engine(pods, cluster, config, affinity, unknown_as)
+    pods, config = inputs.pods, inputs.config
+    engine = Engine(
+        pods,
+        inputs.cluster,
+        config,
+        inputs.affinity,
+        unknown_as,
+        inputs.workloads,
+        inputs.facts,
+    )
     order = tuple(p.pod for p in pods)
     window = _window(engine)
     meter = budget.share(min(max(0, budget.work - budget.used) // 4, MAX_SEARCH_WORK))
     try:
-        sub, visited = _explore(engine, max_branches, meter)
+        sub, visited = _explore(engine, inputs.max_branches, meter)
     except _OverBudget:
         budget.used += meter.used
-        return _predict_sampled(engine, pods, samples, meter, budget, window)
+        sampled = _predict_sampled(engine, pods, inputs.samples, meter, budget)
+        return _with_window(sampled, engine, window, budget, inputs.window_runs)
     budget.used += meter.used
     verdict: Verdict = "lands" if sub.all_land else ("at-risk" if sub.any_land else "strands")
     # A probability only where the scheduler draws ties uniformly (up to 1.35; see results.py).
     p_strand = sub.p_strand if config.uniform_ties else None
     reason = _reason(verdict, sub.outcomes, True, _names(pods, sub.sometimes), p_strand)
-    verdict, reason = _windowed(verdict, reason, window)
     strand_choices = _unpack(sub.strand_path)
     land_choices = _unpack(sub.land_path)
     sometimes = _names(pods, sub.sometimes)
-    return SchedulerPrediction(
+    example_stranding = (
+        None if strand_choices is None else run_greedy(engine, ScriptedTies(strand_choices))
+    )
+    example_landing = (
+        None if land_choices is None else run_greedy(engine, ScriptedTies(land_choices))
+    )
+    prediction = SchedulerPrediction(
         verdict=verdict,
         exhaustive=True,
         outcomes_explored=sub.outcomes,
         search_nodes=visited,
         stranded_sometimes=sometimes,
         stranded_always=_names(pods, sub.always),
-        example_stranding=None
-        if strand_choices is None
-        else run_greedy(engine, ScriptedTies(strand_choices)),
-        example_landing=None
-        if land_choices is None
-        else run_greedy(engine, ScriptedTies(land_choices)),
+        example_stranding=example_stranding,
+        example_landing=example_landing,
         order=order,
         config=config,
         reason=reason,
         node_outcomes=sub.node_outcomes,
         strand_probability=sub.p_strand,
+        stranded_range=(sub.fewest, sub.most),
+        evicted=tuple(sorted(sub.evicted)),
+        preemptions=_preemptions_of(example_landing, example_stranding),
+        notes=_notes(engine),
     )
+    return _with_window(prediction, engine, window, budget, inputs.window_runs)
+
+
+def _preemptions_of(*runs: Simulation | None) -> tuple[Preemption, ...]:
+    seen: dict[str, Preemption] = {}
+    for run in runs:
+        for p in run.preemptions if run is not None else ():
+            seen.setdefault(p.pod, p)
+    return tuple(seen[k] for k in sorted(seen))
+
+
+def _notes(engine: Engine) -> tuple[str, ...]:
+    """What the model could not decide, per workload."""
+    notes: list[str] = []
+    for workload, table in sorted(engine.interpod.items()):
+        if table.unknown:
+            shown = ", ".join(table.unknown[:3]) + (
+                f" and {len(table.unknown) - 3} more" if len(table.unknown) > 3 else ""
+            )
+            notes.append(
+                f"{workload}: whether existing pods' affinity terms select its pods is unknown "
+                f"({shown}): the pods' labels or a namespace selector are not known; those terms "
+                "were left out"
+            )
+    return tuple(notes)
 
 
 def _window(engine: Engine) -> tuple[int, int]:
@@ -338,6 +444,7 @@ def _window(engine: Engine) -> tuple[int, int]:
     Capacity only shrinks as pods bind, so no pod ever has more feasible nodes
     than it has here: when this count is within the window, kube-scheduler
     scores every feasible node and the window cannot change a placement.
+    (Preemption can free room, but a pod that preempts fit no node at all.)
     """
     classes = engine.initial_classes()
     widest = 0
@@ -348,18 +455,111 @@ def _window(engine: Engine) -> tuple[int, int]:
             if engine.evaluate(kind, sid) is not None
         )
         widest = max(widest, feasible)
-    return widest, num_feasible_nodes_to_find(len(engine.nodes))
+    to_find = num_feasible_nodes_to_find(
+        len(engine.nodes), engine.config.percentage_of_nodes_to_score
+    )
+    return widest, to_find
 
 
-def _windowed(verdict: Verdict, reason: str, window: tuple[int, int]) -> tuple[Verdict, str]:
-    """``lands`` becomes ``at-risk`` when the scan window could change which node a pod gets."""
-    widest, scored = window
-    if verdict != "lands" or widest <= scored:
-        return verdict, reason
-    return "at-risk", (
-        f"{reason}; but a pod fits on {widest} nodes and kube-scheduler scores only the first "
-        f"{scored} feasible nodes it finds (numFeasibleNodesToFind, scan starting at a rotating "
-        "index), which the model does not follow: at-risk rather than lands"
+def _window_starts(nodes: int, runs: int) -> list[tuple[int, int | None]]:
+    """(start index, jitter seed) of each windowed run: the list's start in list order, then
+    starts spread over the list with parallel-filtering jitter seeded 0, 1, …"""
+    if runs <= 0:
+        return []
+    out: list[tuple[int, int | None]] = [(0, None)]
+    out += [(nodes * k // runs, k - 1) for k in range(1, runs)]
+    return out[:runs]
+
+
+def _with_window(
+    prediction: SchedulerPrediction,
+    engine: Engine,
+    window: tuple[int, int],
+    budget: Budget,
+    runs: int,
+) -> SchedulerPrediction:
+    """The prediction once kube-scheduler's scan window is taken into account.
+
+    Below the window (every pod fits on at most ``to_find`` nodes) nothing
+    changes. Otherwise the windowed runs (:func:`.window.run_windowed`) join
+    the outcomes: the stranded range spans both, ``strands`` stands when
+    every outcome explored strands, ``at-risk`` when some land and some
+    strand, and a ``lands`` becomes ``at-risk`` (the windows are sampled, not
+    all explored).
+    """
+    widest, to_find = window
+    full = prediction.stranded_range or (0, 0)
+    if widest <= to_find:
+        return prediction
+    order = scheduler_node_order(engine.cluster)
+    meter = budget.share(DEFAULT_WINDOW_WORK)
+    done: list[WindowRun] = []
+    planned = _window_starts(len(order), runs)
+    for start, seed in planned:
+        run = run_windowed(
+            engine, order, start=start, to_find=to_find, jitter_seed=seed, budget=meter
+        )
+        if run is None:
+            if "scan window" not in budget.cut:
+                budget.cut.append("scan window")
+            break
+        done.append(run)
+    report = WindowReport(
+        nodes=len(order),
+        to_find=to_find,
+        widest=widest,
+        full=full,
+        runs=tuple(r.to_dict() for r in done),
+        planned=len(planned),
+    )
+    n = len(prediction.order)
+    counts = [full[0], full[1], *(r.stranded for r in done)]
+    low, high = min(counts), max(counts)
+    cause = (
+        f"a pod fits on up to {widest} nodes and kube-scheduler scores only the first "
+        f"{to_find} feasible nodes it finds (numFeasibleNodesToFind of {len(order)}), its scan "
+        "starting where the last one stopped"
+    )
+    if not done:
+        verdict = prediction.verdict
+        if verdict == "lands":
+            verdict = "at-risk"
+        why = "no windowed run finished within the bound" if planned else "no windowed run was made"
+        outcome = (
+            "at-risk rather than lands"
+            if prediction.verdict == "lands"
+            else "the window's outcomes are not explored"
+        )
+        reason = f"{prediction.reason}; but {cause}, and {why}: {outcome}"
+        return replace(prediction, verdict=verdict, reason=reason, window=report)
+    window_low, window_high = report.window_range or (0, 0)
+    window_verdict: Verdict = "strands" if low > 0 else "at-risk"
+    said = f"{low}–{high}" if low != high else str(low)
+    reason = (
+        f"{said} of {n} pods strand: {full[0]}–{full[1]} with every feasible node scored "
+        f"({prediction.reason}), {window_low}–{window_high} over {len(done)} run(s) of the scan "
+        f"window; {cause}"
+    )
+    if high == 0:
+        reason += "; the windows are sampled, not all explored: at-risk rather than lands"
+    stranded_sets = [{s.pod for s in r.simulation.stranded} for r in done]
+    sometimes = set(prediction.stranded_sometimes).union(*stranded_sets)
+    always = set(prediction.stranded_always).intersection(*stranded_sets)
+    evicted = set(prediction.evicted).union(
+        *({v for p in r.simulation.preemptions for v in p.victims} for r in done)
+    )
+    return replace(
+        prediction,
+        verdict=window_verdict,
+        reason=reason,
+        stranded_sometimes=tuple(p for p in prediction.order if p in sometimes),
+        stranded_always=tuple(p for p in prediction.order if p in always),
+        example_stranding=prediction.example_stranding
+        or next((r.simulation for r in done if not r.simulation.lands), None),
+        stranded_range=(low, high),
+        window=report,
+        evicted=tuple(sorted(evicted)),
+        preemptions=prediction.preemptions or _preemptions_of(*(r.simulation for r in done)),
     )
 
 
@@ -369,7 +569,6 @@ def _predict_sampled(
     samples: int,
     meter: Budget,
     budget: Budget,
-    window: tuple[int, int],
 ) -> SchedulerPrediction:
     policies: list[TiePolicy] = [FirstTie(), LastTie()]
     policies += [ByPodCount(engine, fewest=True), ByPodCount(engine, fewest=False)]
@@ -415,7 +614,7 @@ def _predict_sampled(
         reason = f"{explored}: some pod strands in every run: {shown}"
     else:
         reason = f"{explored}: some runs land and some strand {shown}"
-    verdict, reason = _windowed(verdict, reason, window)
+    counts = [len(r.stranded) for r in runs]
     return SchedulerPrediction(
         verdict=verdict,
         exhaustive=False,
@@ -428,6 +627,10 @@ def _predict_sampled(
         order=tuple(p.pod for p in pods),
         config=engine.config,
         reason=reason,
+        stranded_range=(min(counts), max(counts)) if counts else None,
+        evicted=tuple(sorted({v for r in runs for p in r.preemptions for v in p.victims})),
+        preemptions=_preemptions_of(*runs),
+        notes=_notes(engine),
     )
 
 
@@ -441,6 +644,9 @@ def predict(
     max_branches: int = DEFAULT_MAX_BRANCHES,
     samples: int = DEFAULT_SAMPLES,
     budget: Budget | None = None,
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
+    window_runs: int = DEFAULT_WINDOW_RUNS,
 ) -> SchedulerPrediction:
     """Whether kube-scheduler lands every pod, over every tie-break outcome.
 
@@ -453,14 +659,27 @@ def predict(
     ``pack`` (the tied node with the fewest / most pods), and ``samples``
     uniform random ones seeded 0, 1, … — and says ``exhaustive=False``.
 
+    ``workloads`` (flow node → :class:`~.workloads.Workload`) say how the pods
+    are created — a Deployment's or StatefulSet's pods spread by hostname and
+    zone, a pod of higher priority preempts — and ``facts``
+    (:class:`~.cluster_facts.SchedulingFacts`) what else the cluster holds:
+    its pods (for spreading, affinity terms and preemption), images, PDBs and
+    priority classes. Without them the pods are bare pods on an otherwise
+    empty cluster, as before.
+
     ``budget`` (default: :data:`DEFAULT_MAX_WORK` node-state scans, no
     deadline) bounds the whole prediction: the tie search gets a quarter of what is
     left (at most :data:`MAX_SEARCH_WORK`: its memo grows with it), the bounded runs the rest, and runs that would pass the bound or the
     budget's deadline are not started. A bounded search never answers
     ``lands`` (every run landing gives ``at-risk``, saying what ran); nothing
-    run gives ``unknown``. When some pod fits on more nodes than
-    kube-scheduler's scan window scores (:func:`num_feasible_nodes_to_find`),
-    ``lands`` becomes ``at-risk`` too.
+    run gives ``unknown``.
+
+    **The scan window.** When some pod fits on more nodes than kube-scheduler
+    scores (:func:`num_feasible_nodes_to_find`, from 100 nodes), up to
+    ``window_runs`` windowed runs (:mod:`.window`; :data:`DEFAULT_WINDOW_WORK`
+    node checks in all) join the outcomes: ``stranded_range`` spans them,
+    ``strands`` means every explored outcome strands, ``at-risk`` that some
+    land, and a ``lands`` becomes ``at-risk``.
 
     Unknown occupancy: when a node that some pod could use has unknown
     occupancy, the model runs twice, with such nodes full and empty; equal
@@ -468,11 +687,18 @@ def predict(
     (Greedy placement is not monotone in capacity, so this brackets the two
     ends only.)
     """
-    if not _is_int(max_branches) or max_branches < 1 or not _is_int(samples) or samples < 0:
+    if (
+        not _is_int(max_branches)
+        or max_branches < 1
+        or not _is_int(samples)
+        or samples < 0
+        or not _is_int(window_runs)
+        or window_runs < 0
+    ):
         raise InvalidInputError(
             "invalid-search-budget",
-            f"max_branches={max_branches!r}, samples={samples!r}",
-            "use max_branches >= 1 and samples >= 0",
+            f"max_branches={max_branches!r}, samples={samples!r}, window_runs={window_runs!r}",
+            "use max_branches >= 1, samples >= 0 and window_runs >= 0",
         )
     cfg = config or ScoringConfig()
     meter = budget if budget is not None else Budget(DEFAULT_MAX_WORK)
@@ -493,6 +719,9 @@ def predict(
             config=cfg,
             reason=f"the node list is unknown: {cluster.nodes_unknown}",
         )
+    inputs = _Inputs(
+        ordered, cluster, cfg, groups, workloads, facts, max_branches, samples, window_runs
+    )
     probe = Engine(ordered, cluster, cfg, groups, "full")
     relevant = tuple(
         n.name
@@ -503,9 +732,9 @@ def predict(
         )
     )
     if not relevant:
-        return _predict_known(ordered, cluster, cfg, groups, "full", max_branches, samples, meter)
-    full = _predict_known(ordered, cluster, cfg, groups, "full", max_branches, samples, meter)
-    empty = _predict_known(ordered, cluster, cfg, groups, "empty", max_branches, samples, meter)
+        return _with_unknown_priority(_predict_known(inputs, "full", meter), workloads, facts)
+    full = _predict_known(inputs, "full", meter)
+    empty = _predict_known(inputs, "empty", meter)
     verdict: Verdict = (
         full.verdict
         if full.verdict == empty.verdict and full.verdict in ("lands", "strands")
@@ -517,18 +746,61 @@ def predict(
         f"nodes {list(relevant)} have unknown occupancy; with them full: {full.verdict}, "
         f"with them empty: {empty.verdict}"
     )
-    return SchedulerPrediction(
-        verdict=verdict,
-        exhaustive=full.exhaustive and empty.exhaustive,
-        outcomes_explored=full.outcomes_explored + empty.outcomes_explored,
-        search_nodes=full.search_nodes + empty.search_nodes,
-        stranded_sometimes=tuple(n for n in names if n in sometimes_set),
-        stranded_always=tuple(n for n in names if n in always_set),
-        example_stranding=full.example_stranding or empty.example_stranding,
-        example_landing=empty.example_landing or full.example_landing,
-        order=names,
-        config=cfg,
-        reason=reason,
-        unknown_nodes=relevant,
-        brackets=(("unknown-full", full.verdict), ("unknown-empty", empty.verdict)),
+    ranges = [r for r in (full.stranded_range, empty.stranded_range) if r is not None]
+    return _with_unknown_priority(
+        SchedulerPrediction(
+            verdict=verdict,
+            exhaustive=full.exhaustive and empty.exhaustive,
+            outcomes_explored=full.outcomes_explored + empty.outcomes_explored,
+            search_nodes=full.search_nodes + empty.search_nodes,
+            stranded_sometimes=tuple(n for n in names if n in sometimes_set),
+            stranded_always=tuple(n for n in names if n in always_set),
+            example_stranding=full.example_stranding or empty.example_stranding,
+            example_landing=empty.example_landing or full.example_landing,
+            order=names,
+            config=cfg,
+            reason=reason,
+            unknown_nodes=relevant,
+            brackets=(("unknown-full", full.verdict), ("unknown-empty", empty.verdict)),
+            stranded_range=(min(r[0] for r in ranges), max(r[1] for r in ranges))
+            if ranges
+            else None,
+            window=full.window,
+            evicted=tuple(sorted(set(full.evicted) | set(empty.evicted))),
+            preemptions=full.preemptions or empty.preemptions,
+            notes=tuple(sorted(set(full.notes) | set(empty.notes))),
+        ),
+        workloads,
+        facts,
+    )
+
+
+def _with_unknown_priority(
+    prediction: SchedulerPrediction,
+    workloads: Mapping[str, Workload] | None,
+    facts: SchedulingFacts | None,
+) -> SchedulerPrediction:
+    """A stranding verdict becomes ``unknown`` when a stranded pod's priority is unknown and the
+    cluster holds pods it might preempt (or its pods are unknown)."""
+    if prediction.verdict in ("lands", "unknown") or not workloads:
+        return prediction
+    unknown = sorted(
+        {
+            name.rsplit("/", 1)[0]
+            for name in prediction.stranded_sometimes
+            if (w := workloads.get(name.rsplit("/", 1)[0])) is not None and w.priority is None
+        }
+    )
+    if not unknown or (facts is not None and facts.pods_unknown is None and not facts.pods):
+        return prediction
+    classes = sorted({str(workloads[w].priority_class) for w in unknown})
+    note = (
+        f"the priority of {', '.join(unknown)} is unknown (PriorityClass {', '.join(classes)} is "
+        "not in the cluster's listing), so whether a stranded pod would preempt others is unknown"
+    )
+    return replace(
+        prediction,
+        verdict="unknown",
+        reason=f"{prediction.reason}; {note}",
+        notes=(*prediction.notes, note),
     )

@@ -9,6 +9,7 @@ from typing import Any, Literal, cast
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
 from vfcore.placement.scheduler.engine import Budget
 from vfcore.placement.scheduler.prediction import (
     DEFAULT_MAX_BRANCHES,
@@ -18,6 +19,7 @@ from vfcore.placement.scheduler.prediction import (
 )
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
 from vfcore.placement.scheduler.scoring import EPHEMERAL_STORAGE, ScoringConfig
+from vfcore.placement.scheduler.workloads import Workload
 from vfcore.quantity import CPU, MEMORY, PODS
 
 __all__ = ["HOSTNAME_LABEL", "Remedy", "RemedyKind", "claim_size", "remedy", "waves_of"]
@@ -192,6 +194,9 @@ def remedy(
     samples: int = DEFAULT_SAMPLES,
     budget: Budget | None = None,
     before: SchedulerPrediction | None = None,
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
+    window_runs: int = 0,
 ) -> Remedy:
     """Find an apply order and/or node affinities under which the model lands every pod.
 
@@ -207,13 +212,24 @@ def remedy(
 
     The first that lands wins; otherwise the best verdict found (lands, then
     at-risk, unknown, strands; then fewer pods always stranded; then the
-    simpler remedy), which may be ``none``.
+    simpler remedy), which may be ``none``. The re-checks make
+    ``window_runs`` scan-window runs (none by default: where the window
+    matters no re-check can answer ``lands`` anyway, and the prediction
+    before the remedy has made its own).
     """
     cfg = config or ScoringConfig()
     _check_placement(pods, cluster, placement)
     meter = budget if budget is not None else Budget(3 * DEFAULT_MAX_WORK)
     if before is None:
-        before = predict(pods, cluster, config=cfg, max_branches=max_branches, samples=samples)
+        before = predict(
+            pods,
+            cluster,
+            config=cfg,
+            max_branches=max_branches,
+            samples=samples,
+            workloads=workloads,
+            facts=facts,
+        )
     if before.verdict == "lands":
         return Remedy("none", (), (), before.verdict, before.verdict, before)
     waves = waves_of(pods)
@@ -239,6 +255,9 @@ def remedy(
             max_branches=max_branches,
             samples=samples,
             budget=share,
+            workloads=workloads,
+            facts=facts,
+            window_runs=window_runs,
             **kwargs,
         )
         meter.used += share.used

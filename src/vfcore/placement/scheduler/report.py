@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from vfcore.cluster import ClusterSnapshot
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
 from vfcore.placement.scheduler.engine import Budget
 from vfcore.placement.scheduler.prediction import DEFAULT_MAX_WORK, predict
 from vfcore.placement.scheduler.remedy import Remedy, remedy
 from vfcore.placement.scheduler.results import SchedulerPrediction, Verdict
 from vfcore.placement.scheduler.scoring import ScoringConfig
+from vfcore.placement.scheduler.workloads import Workload
 
 __all__ = ["SchedulerReport", "predict_for_plan"]
 
@@ -31,8 +33,11 @@ class SchedulerReport:
 
     ``remedy`` is computed when the model does not land every pod although the
     exact packing places them all (``None`` otherwise). ``cut_short`` names
-    the phases (``scheduler model``, ``remedy``) that stopped at their time
-    limit or work bound; their verdicts then say what was explored.
+    the phases (``scheduler model``, ``scan window``, ``remedy``) that
+    stopped at their time limit or work bound; their verdicts then say what
+    was explored. ``to_dict`` adds, for the flow as applied (under the
+    remedy when there is one), the stranded range, the scan window's runs,
+    the pods preemption evicts and notes on what the model could not decide.
     """
 
     prediction: SchedulerPrediction
@@ -52,6 +57,24 @@ class SchedulerReport:
         """The verdict once the remedy is applied (the model's own verdict when there is none)."""
         return self.verdict if self.remedy is None else self.remedy.verdict_after
 
+    @property
+    def applied(self) -> SchedulerPrediction:
+        """The prediction for the flow as ``vf deploy`` applies it: under the remedy, if any."""
+        if self.remedy is None or self.remedy.kind == "none":
+            return self.prediction
+        return self.remedy.prediction
+
+    @property
+    def evicted(self) -> tuple[str, ...]:
+        """Pods (``namespace/name``) that preemption evicts in some outcome, as applied."""
+        return self.applied.evicted
+
+    @property
+    def evicts(self) -> bool:
+        """Whether applying the flow may evict other pods (``--strict-preflight`` refuses it
+        unless ``--allow-preemption``)."""
+        return bool(self.evicted)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.prediction.verdict,
@@ -67,6 +90,13 @@ class SchedulerReport:
             "remedy": None if self.remedy is None else self.remedy.to_dict(),
             "verdict_with_remedy": self.verdict_with_remedy,
             "cut_short": list(self.cut_short),
+            "stranded_range": None
+            if self.applied.stranded_range is None
+            else list(self.applied.stranded_range),
+            "window": None if self.applied.window is None else self.applied.window.to_dict(),
+            "evicted": list(self.evicted),
+            "preemptions": [p.to_dict() for p in self.applied.preemptions],
+            "notes": list(self.applied.notes),
         }
 
 
@@ -80,6 +110,8 @@ def predict_for_plan(
     clock: Callable[[], float] | None = None,
     phase: Callable[[str], None] | None = None,
     max_work: int = DEFAULT_MAX_WORK,
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
 ) -> SchedulerReport:
     """The model's verdict for a plan's pods, plus a remedy when greedy misses an exact packing.
 
@@ -87,12 +119,13 @@ def predict_for_plan(
     ``max_work`` node-state scans for the prediction and twice that for
     the remedy's three re-checks, and ``time_limit`` seconds of ``clock`` each
     when both are given. ``phase`` is told each phase's name as it starts.
+    ``workloads`` and ``facts`` are :func:`predict`'s.
     """
     cfg = config or ScoringConfig()
     if phase is not None:
         phase("scheduler model")
     budget = Budget(max_work, seconds=time_limit, clock=clock)
-    prediction = predict(pods, cluster, config=cfg, budget=budget)
+    prediction = predict(pods, cluster, config=cfg, budget=budget, workloads=workloads, facts=facts)
     cut = list(budget.cut)
     placement = plan.placement
     exact = plan.verdict == "fits" and all(p.pod in placement for p in pods)
@@ -101,6 +134,15 @@ def predict_for_plan(
         if phase is not None:
             phase("remedy")
         fixing = Budget(2 * max_work, seconds=time_limit, clock=clock)
-        fix = remedy(pods, cluster, placement, config=cfg, budget=fixing, before=prediction)
+        fix = remedy(
+            pods,
+            cluster,
+            placement,
+            config=cfg,
+            budget=fixing,
+            before=prediction,
+            workloads=workloads,
+            facts=facts,
+        )
         cut += [c for c in fixing.cut if c not in cut]
     return SchedulerReport(prediction, fix, tuple(cut))

@@ -7,9 +7,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
+from vfcore.placement.scheduler.preemption import Preemption
 from vfcore.placement.scheduler.scoring import ScoringConfig
 
-__all__ = ["SchedulerPrediction", "Simulation", "Step", "StrandedPod", "Verdict"]
+__all__ = [
+    "SchedulerPrediction",
+    "Simulation",
+    "Step",
+    "StrandedPod",
+    "Verdict",
+    "WindowReport",
+]
 
 Verdict = Literal["lands", "strands", "at-risk", "unknown"]
 
@@ -70,6 +78,7 @@ class Simulation:
     config: ScoringConfig
     unknown_nodes: tuple[str, ...] = ()
     unknown_as: Literal["empty", "full"] = "empty"
+    preemptions: tuple[Preemption, ...] = ()
 
     @property
     def lands(self) -> bool:
@@ -95,6 +104,51 @@ class Simulation:
             "config": self.config.to_dict(),
             "unknown_nodes": list(self.unknown_nodes),
             "unknown_as": self.unknown_as,
+            "preemptions": [p.to_dict() for p in self.preemptions],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReport:
+    """What kube-scheduler's scan window does to a prediction (clusters of 100 nodes and more).
+
+    ``to_find`` of ``nodes`` feasible nodes are scored per pod
+    (``numFeasibleNodesToFind``); ``widest`` is the most nodes any pod fits
+    on. ``full`` is the stranded count over the outcomes explored with every
+    feasible node scored (the tie search), ``runs`` the windowed runs
+    (:class:`vfcore.placement.scheduler.window.WindowRun` documents: start
+    index, jitter seed, stranded), ``planned`` how many were to run (fewer
+    ran when the work bound or time limit cut them short).
+    """
+
+    nodes: int
+    to_find: int
+    widest: int
+    full: tuple[int, int]
+    runs: tuple[dict[str, Any], ...]
+    planned: int
+
+    @property
+    def matters(self) -> bool:
+        """Whether some pod fits on more nodes than the window scores."""
+        return self.widest > self.to_find
+
+    @property
+    def window_range(self) -> tuple[int, int] | None:
+        counts = [int(r["stranded"]) for r in self.runs]
+        return (min(counts), max(counts)) if counts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        window = self.window_range
+        return {
+            "nodes": self.nodes,
+            "to_find": self.to_find,
+            "widest": self.widest,
+            "matters": self.matters,
+            "full_window_stranded": list(self.full),
+            "windowed_stranded": None if window is None else list(window),
+            "runs": list(self.runs),
+            "planned_runs": self.planned,
         }
 
 
@@ -148,6 +202,11 @@ class SchedulerPrediction:
     brackets: tuple[tuple[str, str], ...] = ()
     node_outcomes: int | None = None
     strand_probability: Fraction | None = None
+    stranded_range: tuple[int, int] | None = None
+    window: WindowReport | None = None
+    evicted: tuple[str, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def stranded(self) -> tuple[str, ...]:
@@ -186,4 +245,9 @@ class SchedulerPrediction:
             "config": self.config.to_dict(),
             "unknown_nodes": list(self.unknown_nodes),
             "brackets": {name: verdict for name, verdict in self.brackets},
+            "stranded_range": None if self.stranded_range is None else list(self.stranded_range),
+            "window": None if self.window is None else self.window.to_dict(),
+            "evicted": list(self.evicted),
+            "preemptions": [p.to_dict() for p in self.preemptions],
+            "notes": list(self.notes),
         }

@@ -42,9 +42,11 @@ the pod being scored):
   they differ between the feasible nodes, ``taint_weight * taint`` and
   ``node_affinity_weight * affinity`` (:func:`normalised_totals`). A plugin
   that gives every feasible node the same score cannot change the choice and
-  is left out of the total. PodTopologySpread, InterPodAffinity and
-  ImageLocality are treated as constant across nodes: see
-  docs/scheduler-model.md for what that leaves out.
+  is left out of the total. PodTopologySpread (2), InterPodAffinity (2) and
+  ImageLocality (1) are in :mod:`.plugins`; the engine adds them the same
+  way (``spread_weight``, ``interpod_weight``, ``image_weight``), and
+  ``default_spread`` is ``PodTopologySpreadArgs``' default constraints
+  (the system defaults unless told).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from typing import Any, Literal
 from vfcore.cluster import NodeState, Taint, Toleration
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.scheduler.workloads import SYSTEM_DEFAULT_SPREAD, SpreadConstraint
 from vfcore.quantity import CPU, MEMORY
 
 __all__ = [
@@ -168,6 +171,11 @@ class ScoringConfig:
     kube_version: str = DEFAULT_KUBE_VERSION
     taint_weight: int = 3
     node_affinity_weight: int = 2
+    spread_weight: int = 2
+    interpod_weight: int = 2
+    image_weight: int = 1
+    default_spread: tuple[SpreadConstraint, ...] = SYSTEM_DEFAULT_SPREAD
+    percentage_of_nodes_to_score: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kube_version", parse_kube_version(self.kube_version))
@@ -237,6 +245,9 @@ class ScoringConfig:
             ("balanced_weight", self.balanced_weight),
             ("taint_weight", self.taint_weight),
             ("node_affinity_weight", self.node_affinity_weight),
+            ("spread_weight", self.spread_weight),
+            ("interpod_weight", self.interpod_weight),
+            ("image_weight", self.image_weight),
         ):
             if not _is_int(weight) or weight < 0:
                 raise InvalidInputError(
@@ -254,6 +265,22 @@ class ScoringConfig:
         object.__setattr__(self, "resources", resources)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "balanced_resources", balanced)
+        defaults = tuple(self.default_spread)
+        if not all(isinstance(c, SpreadConstraint) and c.selector is None for c in defaults):
+            raise InvalidInputError(
+                "invalid-default-spread",
+                "default_spread holds something other than selector-less SpreadConstraints",
+                "give PodTopologySpreadArgs.defaultConstraints as SpreadConstraint(max_skew, "
+                "topology_key, when_unsatisfiable) without a selector, or () for none",
+            )
+        object.__setattr__(self, "default_spread", defaults)
+        percentage = self.percentage_of_nodes_to_score
+        if not _is_int(percentage) or not 0 <= percentage <= 100:
+            raise InvalidInputError(
+                "invalid-percentage-of-nodes-to-score",
+                f"percentage_of_nodes_to_score is {percentage!r}, outside 0..100",
+                "use 0 (adaptive, the default) or a percentage from 1 to 100",
+            )
 
     @property
     def kube_minor(self) -> int:
@@ -295,6 +322,11 @@ class ScoringConfig:
             "kube_version": self.kube_version,
             "taint_weight": self.taint_weight,
             "node_affinity_weight": self.node_affinity_weight,
+            "spread_weight": self.spread_weight,
+            "interpod_weight": self.interpod_weight,
+            "image_weight": self.image_weight,
+            "default_spread": [c.to_dict() for c in self.default_spread],
+            "percentage_of_nodes_to_score": self.percentage_of_nodes_to_score,
         }
 
 

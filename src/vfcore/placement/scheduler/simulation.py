@@ -11,9 +11,12 @@ from typing import Literal, TypeAlias
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
 from vfcore.placement.scheduler.engine import Budget, Engine
+from vfcore.placement.scheduler.preemption import Preemption
 from vfcore.placement.scheduler.results import Simulation, Step, StrandedPod
 from vfcore.placement.scheduler.scoring import ScoringConfig
+from vfcore.placement.scheduler.workloads import Workload
 from vfcore.quantity import PODS
 
 __all__ = [
@@ -24,8 +27,10 @@ __all__ = [
     "ScriptedTies",
     "TieBreak",
     "TiePolicy",
+    "finish_run",
     "normalise_affinity",
     "ordered_pods",
+    "rebind",
     "run_bounded",
     "run_greedy",
     "simulate",
@@ -147,25 +152,58 @@ def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Sim
     placements: list[tuple[str, str]] = []
     stranded: list[PodRequest] = []
     steps: list[Step] = []
+    preemptions: list[Preemption] = []
+    dynamic = [engine.is_dynamic(k) for k in range(len(engine.kind_pod))]
     for position, pod in enumerate(engine.pods):
         kind = engine.kind_of[position]
         if budget is not None and not budget.charge(len(classes)):
             return None
-        top, tied = engine.best(kind, classes)
+        sizes = {s: len(m) for s, m in classes.items()} if dynamic[kind] else None
+        top, tied = engine.best(kind, classes, sizes)
         if not tied:
-            stranded.append(pod)
-            steps.append(Step(pod.pod, None, None, 0, 0))
+            preempted = (
+                engine.preempt(kind, pod.pod, sizes or {s: len(m) for s, m in classes.items()})
+                if engine.can_preempt(kind)
+                else None
+            )
+            if preempted is None:
+                stranded.append(pod)
+                steps.append(Step(pod.pod, None, None, 0, 0))
+                continue
+            source, target, report = preempted
+            rebind(classes, source, 0, target)
+            placements.append((pod.pod, report.node))
+            steps.append(Step(pod.pod, report.node, None, 0, 0))
+            preemptions.append(report)
             continue
         tied_nodes = sum(len(classes[s]) for s in tied)
         sid, member = policy.choose(tied, classes)
-        members = classes[sid]
-        name = members.pop(member)
-        if not members:
-            del classes[sid]
-        target = engine.successor(kind, sid)
-        bisect.insort(classes.setdefault(target, []), name)
+        name = rebind(classes, sid, member, engine.successor(kind, sid))
         placements.append((pod.pod, name))
         steps.append(Step(pod.pod, name, top, tied_nodes, len(tied)))
+    return finish_run(engine, policy.name, classes, placements, stranded, steps, preemptions)
+
+
+def rebind(classes: dict[int, list[str]], sid: int, member: int, target: int) -> str:
+    """Move the ``member``-th node of state ``sid`` to state ``target``; its name."""
+    members = classes[sid]
+    name = members.pop(member)
+    if not members:
+        del classes[sid]
+    bisect.insort(classes.setdefault(target, []), name)
+    return name
+
+
+def finish_run(
+    engine: Engine,
+    tie: str,
+    classes: Mapping[int, list[str]],
+    placements: Sequence[tuple[str, str]],
+    stranded: Sequence[PodRequest],
+    steps: Sequence[Step],
+    preemptions: Sequence[Preemption] = (),
+) -> Simulation:
+    """The :class:`Simulation` of a finished run: stranded pods worded against the final cluster."""
     lines: dict[int, str] = {}
     out: list[StrandedPod] = []
     sentinel = "\x00pod\x00"
@@ -180,10 +218,11 @@ def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Sim
         placements=tuple(placements),
         stranded=tuple(out),
         steps=tuple(steps),
-        tie=policy.name,
+        tie=tie,
         config=engine.config,
         unknown_nodes=engine.unknown_nodes,
         unknown_as=engine.unknown_as,
+        preemptions=tuple(preemptions),
     )
 
 
@@ -225,13 +264,19 @@ def simulate(
     tie: Literal["first", "last"] | random.Random = "first",
     affinity: Mapping[str, Iterable[str]] | None = None,
     unknown_as: Literal["empty", "full"] = "empty",
+    workloads: Mapping[str, Workload] | None = None,
+    facts: SchedulingFacts | None = None,
 ) -> Simulation:
     """One greedy kube-scheduler run over ``pods`` in apply order (``order``: pod names).
 
     ``affinity`` maps a workload (``PodRequest.node``) to the only cluster
     nodes its pods may use — a required node affinity on
     ``kubernetes.io/hostname`` (hostnames are taken to equal node names).
-    Nodes of unknown occupancy are simulated as ``unknown_as``. A
+    Nodes of unknown occupancy are simulated as ``unknown_as``.
+    ``workloads`` (flow node → :class:`~.workloads.Workload`) say how the
+    pods are created (owners, labels, priority, images): without them every
+    pod is a bare pod. ``facts`` (:class:`~.cluster_facts.SchedulingFacts`)
+    are the cluster's pods, images, budgets and priority classes. A
     ``random.Random`` tie policy is advanced by the run (pass a fresh
     ``random.Random(seed)`` to repeat a run).
 
@@ -251,5 +296,7 @@ def simulate(
         config or ScoringConfig(),
         normalise_affinity(affinity),
         unknown_as,
+        workloads,
+        facts,
     )
     return run_greedy(engine, policy)

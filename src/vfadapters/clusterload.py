@@ -15,14 +15,27 @@ limit) raises :class:`~vfcore.InvalidInputError`.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vfadapters.loading import MAX_CLUSTER_FILE_BYTES, read_bounded
 from vfcore import InvalidInputError
 from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes, snapshot_from_list
 
-__all__ = ["NODES_FILE", "PODS_FILE", "RUNTIME_CLASSES_FILE", "load_cluster"]
+if TYPE_CHECKING:
+    from vfcore.placement.scheduler import SchedulingFacts
+
+__all__ = [
+    "NODES_FILE",
+    "PDBS_FILE",
+    "PODS_FILE",
+    "PRIORITY_CLASSES_FILE",
+    "RUNTIME_CLASSES_FILE",
+    "load_cluster",
+    "load_scheduling_facts",
+]
 
 NODES_FILE = "nodes.json"
 PODS_FILE = "pods.json"
@@ -69,3 +82,46 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterSnapshot:
             _read(where / RUNTIME_CLASSES_FILE),
         )
     return snapshot_from_list(_read(where), source=where.name)
+
+
+#: The optional dumps the kube-scheduler model reads beside nodes and pods (docs/scheduler-model.md).
+PDBS_FILE = "pdbs.json"
+PRIORITY_CLASSES_FILE = "priorityclasses.json"
+
+
+def load_scheduling_facts(path: str | os.PathLike[str]) -> SchedulingFacts:
+    """The kube-scheduler model's :class:`~vfcore.placement.scheduler.SchedulingFacts` of ``--cluster PATH``.
+
+    From a directory: ``nodes.json`` (images), ``pods.json`` (bound pods),
+    and when present ``pdbs.json`` (``kubectl get pdb -A -o json``) and
+    ``priorityclasses.json`` (``kubectl get priorityclasses -o json``); a
+    missing one leaves those facts unknown. From one ``List`` file: its items
+    of each kind (no PodDisruptionBudget or PriorityClass item: unknown).
+    """
+    from vfcore.placement.scheduler import scheduling_facts
+
+    where = Path(path)
+    if where.is_dir():
+        return scheduling_facts(
+            _read(where / NODES_FILE),
+            _read(where / PODS_FILE),
+            pdbs_json=_read(where / PDBS_FILE),
+            priority_classes_json=_read(where / PRIORITY_CLASSES_FILE),
+        )
+    doc = _read(where)
+    kinds = _item_kinds(doc)
+    return scheduling_facts(
+        doc,
+        doc,
+        pdbs_json=doc if "PodDisruptionBudget" in kinds else None,
+        priority_classes_json=doc if "PriorityClass" in kinds else None,
+    )
+
+
+def _item_kinds(doc: bytes | None) -> set[str]:
+    try:
+        parsed = json.loads(doc or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return set()
+    items = parsed.get("items") if isinstance(parsed, dict) else None
+    return {str(i["kind"]) for i in items or [] if isinstance(i, dict) and i.get("kind")}

@@ -162,6 +162,12 @@ def register(sub: Any) -> None:
         help="refuse to deploy when the plan is unknown or the scheduler would strand pods",
     )
     p.add_argument(
+        "--allow-preemption",
+        action="store_true",
+        help="with --strict-preflight: deploy even when the pods land only by evicting "
+        "lower-priority pods (kube-scheduler's preemption, as vf plan predicts it)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=600.0,

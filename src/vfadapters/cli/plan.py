@@ -86,6 +86,32 @@ def register(sub: Any) -> None:
         help="the Kubernetes minor version whose kube-scheduler the model predicts, "
         "1.29 to 1.36 (default 1.36; BalancedAllocation and tie-breaking changed in 1.36)",
     )
+    plan.add_argument(
+        "--priority-class",
+        metavar="NAME",
+        default=None,
+        help="the PriorityClass the pods will carry (vf deploy --priority-class): its value, from "
+        "the cluster's PriorityClasses, decides whether a stranded pod preempts others",
+    )
+    plan.add_argument(
+        "--allow-preemption",
+        action="store_true",
+        help="with --strict-preflight: accept a plan whose pods evict lower-priority pods "
+        "(by default a predicted eviction fails it)",
+    )
+    plan.add_argument(
+        "--image",
+        metavar="IMAGE",
+        default=None,
+        help="the workers' image (vf deploy --image), for kube-scheduler's ImageLocality score",
+    )
+    plan.add_argument(
+        "--namespace",
+        metavar="NS",
+        default="default",
+        help="the namespace vf deploy would use (existing pods' affinity terms and PDBs are "
+        "per namespace)",
+    )
     plan.add_argument("--json", action="store_true", help="print one JSON document")
     plan.add_argument(
         "--mig-config",
@@ -109,15 +135,18 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     spec = load_spec(args.flow)
     if args.kube:
         from vfadapters.kubernetes.client import KubeApiError, connect_from_args
-        from vfadapters.kubernetes.snapshot import read_snapshot
+        from vfadapters.kubernetes.scheduling import read_snapshot_and_facts
 
         try:
-            cluster = read_snapshot(connect_from_args(args))
+            cluster, facts = read_snapshot_and_facts(connect_from_args(args))
         except KubeApiError as exc:
             report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
             return EXIT_RUNTIME
     else:
+        from vfadapters.clusterload import load_scheduling_facts
+
         cluster = load_cluster(args.cluster)
+        facts = load_scheduling_facts(args.cluster)
     resources: dict[str, dict[str, str]] = {}
     for text in args.resources:
         for node, entries in parse_resources_option(text).items():
@@ -143,6 +172,20 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         if args.time_limit is not None
         else SolverConfig.deterministic()
     )
+    from vfadapters.kubernetes.scheduling import scheduler_workloads
+
+    workloads = scheduler_workloads(
+        spec,
+        facts,
+        priority_class=args.priority_class,
+        image=args.image,
+        namespace=args.namespace,
+        gpu_mode=args.gpu_mode,
+        gpu_resource_name=args.gpu_resource_name,
+        gpu_runtime_class=args.gpu_runtime_class,
+        gpu_node_selector=selector,
+        resources=resources,
+    )
     sys.stderr.write(
         f"planning {len(spec.nodes)} node(s) on {len(cluster.nodes)} cluster node(s)…\n"
     )
@@ -161,6 +204,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 clock=time.monotonic,
                 progress=phases.start,
                 kube_version=kube_version,
+                workloads=workloads,
+                facts=facts,
             ),
             tick=phases.tick,
         )
@@ -181,6 +226,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"error: strict-preflight\n  verdict {result.verdict}, scheduler {sched}"
             f"{', with problems' if errors else ''}\n"
             "  hint: fix what the plan reports, or drop --strict-preflight\n"
+        )
+        return EXIT_STRICT
+    report = result.scheduler
+    if args.strict_preflight and report is not None and report.evicts and not args.allow_preemption:
+        sys.stderr.write(
+            "error: strict-preflight-preempts\n"
+            f"  the pods land only by evicting {len(report.evicted)} lower-priority pod(s): "
+            f"{first_few(list(report.evicted))}\n"
+            "  hint: pass --allow-preemption to accept the evictions, deploy without "
+            "--priority-class, or make room first\n"
         )
         return EXIT_STRICT
     return EXIT_OK
@@ -356,11 +411,38 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         version = sched.get("config", {}).get("kube_version")
         label = "kube-scheduler model" + (f" ({version})" if version else "")
         out.write(f"\n{label}: {sched['verdict']}")
+        counted = sched.get("stranded_range")
+        window = sched.get("window")
+        if (
+            counted
+            and counted[1] > 0
+            and (counted[0] != counted[1] or (window or {}).get("matters"))
+        ):
+            said = f"{counted[0]}–{counted[1]}" if counted[0] != counted[1] else str(counted[0])
+            out.write(f", {said} of {len(doc['pods'])} pod(s) stranded")
         if sched.get("stranded"):
             out.write(f" (stranded: {first_few(sched['stranded'])})")
         out.write("\n")
-        if not sched.get("exhaustive", True) or sched.get("cut_short"):
+        if (
+            not sched.get("exhaustive", True)
+            or sched.get("cut_short")
+            or (window and window.get("matters"))
+        ):
             out.write(f"  {sched['reason']}\n")
+        for preemption in sched.get("preemptions") or []:
+            victims = ", ".join(
+                v["pod"] + (f" ({v['owner']})" if v.get("owner") else "")
+                for v in preemption["victims"]
+            )
+            out.write(
+                f"  preempts: {preemption['pod']} on {preemption['node']} evicts {victims}"
+                + ("" if preemption["budgets_known"] else " (PodDisruptionBudgets not read)")
+                + "\n"
+            )
+        if sched.get("evicted"):
+            out.write(f"  evicted in some outcome: {first_few(sched['evicted'])}\n")
+        for note in sched.get("notes") or []:
+            out.write(f"  note: {note}\n")
         if sched.get("cut_short"):
             out.write(f"  cut short (time limit or work bound): {', '.join(sched['cut_short'])}\n")
         remedy = sched.get("remedy")

@@ -58,8 +58,15 @@ def _few(items: Sequence[str], limit: int = 10) -> str:
     return shown + (f"; … and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def preflight_refusal(result: Any, *, strict: bool) -> tuple[PreflightRefusal | None, list[str]]:
-    """``(refusal or None, warnings)`` for a :class:`vfcore.placement.plan.Plan`."""
+def preflight_refusal(
+    result: Any, *, strict: bool, allow_preemption: bool = False
+) -> tuple[PreflightRefusal | None, list[str]]:
+    """``(refusal or None, warnings)`` for a :class:`vfcore.placement.plan.Plan`.
+
+    With ``strict``, a plan whose pods land only by evicting lower-priority
+    pods (kube-scheduler's preemption, as the model predicts it) is refused
+    unless ``allow_preemption``.
+    """
     warnings: list[str] = []
     hint_plan = "run `vf plan FLOW --kube` for the whole plan"
     if result.verdict == "does-not-fit":
@@ -111,6 +118,21 @@ def preflight_refusal(result: Any, *, strict: bool) -> tuple[PreflightRefusal | 
                 warnings,
             )
         warnings.append(said)
+    if sched is not None and sched.evicts:
+        said = (
+            f"the pods land only by evicting {len(sched.evicted)} lower-priority pod(s): "
+            f"{_few(list(sched.evicted))}"
+        )
+        if strict and not allow_preemption:
+            return (
+                PreflightRefusal(
+                    "preflight-preempts",
+                    said,
+                    "pass --allow-preemption to accept the evictions, or make room first",
+                ),
+                warnings,
+            )
+        warnings.append(said)
     return None, warnings
 
 
@@ -139,7 +161,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
     cached = getattr(args, "_vf_live_plan", None)
     if cached is not None and cached[0] is spec:
         return cached[1], cached[2]
-    from vfadapters.kubernetes.snapshot import read_snapshot
+    from vfadapters.kubernetes.scheduling import read_snapshot_and_facts, scheduler_workloads
     from vfcore.placement.claims import parse_resources_option
     from vfcore.placement.plan import plan
 
@@ -147,15 +169,24 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
     for text in getattr(args, "resources", None) or []:
         for node, entries in parse_resources_option(text).items():
             resources.setdefault(node, {}).update(entries)
-    cluster = read_snapshot(client)
-    result = plan(
+    cluster, facts = read_snapshot_and_facts(client)
+    gpu_options: dict[str, Any] = {
+        "gpu_mode": getattr(args, "gpu_mode", "exclusive"),
+        "gpu_resource_name": getattr(args, "gpu_resource_name", None),
+        "gpu_runtime_class": getattr(args, "gpu_runtime_class", None),
+        "gpu_node_selector": _selector_pair(getattr(args, "gpu_node_selector", None)),
+    }
+    workloads = scheduler_workloads(  # how the pods are created: spreading, priority, image
         spec,
-        cluster,
-        gpu_mode=getattr(args, "gpu_mode", "exclusive"),
-        gpu_resource_name=getattr(args, "gpu_resource_name", None),
-        gpu_runtime_class=getattr(args, "gpu_runtime_class", None),
-        gpu_node_selector=_selector_pair(getattr(args, "gpu_node_selector", None)),
+        facts,
+        priority_class=getattr(args, "priority_class", None),
+        image=getattr(args, "image", None),
+        namespace=getattr(args, "namespace", "default"),
         resources=resources,
+        **gpu_options,
+    )
+    result = plan(
+        spec, cluster, resources=resources, workloads=workloads, facts=facts, **gpu_options
     )
     args._vf_live_plan = (spec, cluster, result)
     return cluster, result
@@ -329,7 +360,9 @@ def apply_and_wait(
         err.write(f"preflight: planning {spec.name} on {client.where}…\n")
         cluster, result = run_live_plan(client, spec, args)
         refusal, warnings = preflight_refusal(
-            result, strict=bool(getattr(args, "strict_preflight", False))
+            result,
+            strict=bool(getattr(args, "strict_preflight", False)),
+            allow_preemption=bool(getattr(args, "allow_preemption", False)),
         )
         for w in warnings:
             err.write(f"preflight warning: {w}\n")

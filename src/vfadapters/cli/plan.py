@@ -219,7 +219,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         _print_plan(doc, cluster, sys.stdout)
     if args.mig_config is not None:
         _write_mig_config(args.mig_config, doc)
-    if args.strict_preflight and not result.passes_preflight:
+    report = result.scheduler
+    preempting = (
+        args.allow_preemption
+        and result.verdict == "does-not-fit"
+        and report is not None
+        and report.evicts
+        and report.verdict_with_remedy == "lands"
+        and not any(p.is_error for p in result.problems)
+    )  # it does not fit beside the bound pods, and lands by evicting lower-priority ones
+    if args.strict_preflight and not result.passes_preflight and not preempting:
         sched = "not modelled" if result.scheduler is None else result.scheduler.verdict_with_remedy
         errors = any(p.is_error for p in result.problems)
         sys.stderr.write(
@@ -228,7 +237,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             "  hint: fix what the plan reports, or drop --strict-preflight\n"
         )
         return EXIT_STRICT
-    report = result.scheduler
     if args.strict_preflight and report is not None and report.evicts and not args.allow_preemption:
         sys.stderr.write(
             "error: strict-preflight-preempts\n"

@@ -65,11 +65,20 @@ def preflight_refusal(
 
     With ``strict``, a plan whose pods land only by evicting lower-priority
     pods (kube-scheduler's preemption, as the model predicts it) is refused
-    unless ``allow_preemption``.
+    unless ``allow_preemption``; with ``allow_preemption`` a flow that does
+    not fit beside the bound pods but that the model lands by preempting
+    them is deployed (a warning says so).
     """
     warnings: list[str] = []
     hint_plan = "run `vf plan FLOW --kube` for the whole plan"
-    if result.verdict == "does-not-fit":
+    sched = result.scheduler
+    preempting = sched is not None and sched.evicts and sched.verdict_with_remedy == "lands"
+    if result.verdict == "does-not-fit" and allow_preemption and preempting:
+        warnings.append(
+            "the flow does not fit beside the pods already bound; kube-scheduler lands it by "
+            "evicting lower-priority pods (--allow-preemption)"
+        )
+    elif result.verdict == "does-not-fit":
         reasons = [u.summary + (f" (fix: {u.fix})" if u.fix else "") for u in result.unplaced]
         fix = result.fix
         return (
@@ -105,7 +114,6 @@ def preflight_refusal(
                 warnings,
             )
         warnings.append(f"whether the flow fits is unknown: {said}")
-    sched = result.scheduler
     if sched is not None and sched.verdict_with_remedy != "lands":
         said = f"the kube-scheduler model says: {sched.verdict_with_remedy}"
         if strict:

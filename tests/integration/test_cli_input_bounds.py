@@ -148,3 +148,56 @@ def _run_with_env(extra: dict[str, str], *args: object):
         timeout=120,
         check=False,
     )
+
+
+# -- numbers past a float (issue 23) ----------------------------------------------------------
+
+
+def test_numbers_past_a_float_in_a_spec_are_named_not_overflowed(tmp_path):
+    huge = 10**400
+    spec = _spec(tmp_path, gpu_memory_gib=huge)
+    text = run_vf("explain", spec)  # the text report of an invalid flow shows the node too
+    assert text.returncode == 2 and "internal-error" not in text.stderr, text.stderr
+    assert "gpu_memory_gib=an integer of 401 digits must be a number > 0" in text.stdout
+    assert "Traceback" not in text.stdout + text.stderr
+    for count in (10**30, huge, 1025):
+        spec = _spec(tmp_path, gpu_count=count)
+        for command in (["explain"], ["plan", "--cluster", REPO / "examples/clusters/mig-idle"]):
+            result = run_vf(*command, spec, "--gpu-mode", "mix")
+            assert result.returncode == 2, result.stderr
+            assert "over the limit of 1,024 GPUs per replica" in result.stdout + result.stderr
+            assert "internal-error" not in result.stderr
+
+
+def test_lags_and_counts_past_what_a_server_reports_are_invalid_observations(tmp_path):
+    for field, value, said in (
+        ("pending", 10**308, "pending=an integer of 309 digits must be an int, 0 .. 2**64-1"),
+        ("ack_pending", 2**64, "ack_pending=18446744073709551616 must be an int, 0 .. 2**64-1"),
+        ("current", 10_001, "current=10001 must be a replica count, 0 .. 10,000"),
+    ):
+        entry = {"current": 2, "parents": {"frames": {"pending": 1, "ack_pending": 0}}}
+        if field == "current":
+            entry["current"] = value
+        else:
+            entry["parents"]["frames"][field] = value
+        path = tmp_path / f"{field}.json"
+        path.write_text(json.dumps({"plates": entry}))
+        result = run_vf(
+            "scale", SCALING_FLOW, "--observations", path, "--predict-hpa", "--gpu-autoscaling"
+        )
+        assert_bad_input(result, "invalid-observations")
+        assert said in result.stderr
+    at_max = tmp_path / "max.json"
+    at_max.write_text(
+        json.dumps(
+            {"plates": {"current": 10_000,
+                        "parents": {"frames": {"pending": 2**64 - 1, "ack_pending": 2**64 - 1}}}}
+        )
+    )  # fmt: skip
+    result = run_vf("scale", SCALING_FLOW, "--observations", at_max, "--predict-hpa", "--json")
+    assert result.returncode == 0, result.stderr  # the largest counts are answered
+    assert one_json_document(result)["decisions"]["plates"]["hpa"]["replicas"] >= 1
+    too_many = run_vf(
+        "scale", SCALING_FLOW, "--observations", OBSERVATIONS, "--max-replicas", 10**4 + 1
+    )
+    assert_bad_input(too_many, "invalid-max-replicas")

@@ -63,8 +63,14 @@ def _device(node: dict[str, Any]) -> str:
     if node["device_type"] != "gpu":
         return "cpu"
     text = f"gpu×{node['gpu_count']}"
-    if node["gpu_memory_gib"] is not None:
-        text += f" {node['gpu_memory_gib']:g}GiB"
+    memory = node["gpu_memory_gib"]
+    if memory is not None:  # an invalid flow is shown too: a 400-digit int is no float
+        from vfcore.errors import brief
+
+        shown = (
+            f"{memory:g}" if isinstance(memory, float) or abs(memory) < 10**15 else brief(memory)
+        )
+        text += f" {shown}GiB"
     if node["gpu_resource"] != "nvidia.com/gpu":
         text += f" ({node['gpu_resource']})"
     return text

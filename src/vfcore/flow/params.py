@@ -14,7 +14,13 @@ from vfcore.flow.join_policy import JoinPolicy
 from vfcore.flow.spec import CONSUMER, KINDS, PRODUCER, TRACE_ID, NodeSpec
 from vfcore.quantity import canonical_units
 
-__all__ = ["DEVICE_TYPES", "MAX_PODS_PER_FLOW", "MAX_REPLICAS_PER_NODE", "parameter_issues"]
+__all__ = [
+    "DEVICE_TYPES",
+    "MAX_GPUS_PER_REPLICA",
+    "MAX_PODS_PER_FLOW",
+    "MAX_REPLICAS_PER_NODE",
+    "parameter_issues",
+]
 
 RULE = "invalid-parameter"
 DEVICE_TYPES = ("cpu", "gpu")
@@ -29,6 +35,11 @@ MAX_REPLICAS_PER_NODE = 10_000
 #: that keeps ``vf explain`` and the per-pod tables of ``vf plan`` within
 #: seconds and megabytes (rule ``flow-too-large``).
 MAX_PODS_PER_FLOW = 100_000
+
+#: The most whole GPUs one replica may request (``gpu_count``): far above any node
+#: (an HGX board holds 8 GPUs, a DGX-2 16), small enough that every sum over a flow's
+#: replicas stays exact in the solvers' 64-bit arithmetic (10,000 x 1,024).
+MAX_GPUS_PER_REPLICA = 1024
 
 #: The most VRAM one replica may declare (``gpu_memory_gib``): 1 PiB, far above any
 #: card (an H200 has 141 GiB), yet small enough that MiB arithmetic stays exact.
@@ -124,6 +135,12 @@ def parameter_issues(node: NodeSpec) -> list[Issue]:
         bad(
             f"gpu_count={brief(node.gpu_count)} must be an int >= 1",
             "pass the number of whole GPUs one replica needs, e.g. gpu_count=2",
+        )
+    elif node.gpu_count > MAX_GPUS_PER_REPLICA:
+        bad(
+            f"gpu_count={brief(node.gpu_count)} is over the limit of {MAX_GPUS_PER_REPLICA:,} "
+            "GPUs per replica",
+            "no node holds that many GPUs: request what one replica uses, e.g. gpu_count=2",
         )
     name = node.gpu_resource_name
     if name is not None and (

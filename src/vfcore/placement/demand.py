@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from vfcore.errors import INFO, InvalidFlowError, InvalidInputError, Reason
+from vfcore.errors import INFO, InvalidFlowError, InvalidInputError, Reason, brief
 from vfcore.flow.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
-from vfcore.flow.params import parameter_issues
+from vfcore.flow.params import MAX_REPLICAS_PER_NODE, parameter_issues
 from vfcore.flow.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
 from vfcore.flow.validate import (
     effective_replicas,
@@ -247,10 +247,11 @@ class AutoscalingOptions:
 
     def __post_init__(self) -> None:
         m = self.max_replicas
-        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+        if not isinstance(m, int) or isinstance(m, bool) or not 1 <= m <= MAX_REPLICAS_PER_NODE:
             raise InvalidInputError(
                 "invalid-max-replicas",
-                f"max_replicas={m!r} must be an int >= 1",
+                f"max_replicas={brief(m)} must be an int, 1 .. {MAX_REPLICAS_PER_NODE:,} (the "
+                "most replicas vfcore plans for one node)",
                 "pass --max-replicas with a positive count, e.g. --max-replicas 10",
             )
 

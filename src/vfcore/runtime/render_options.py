@@ -18,6 +18,7 @@ from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
 from vfcore.errors import InvalidInputError, brief
 from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.names import physical_name
+from vfcore.flow.params import MAX_REPLICAS_PER_NODE
 from vfcore.placement.claims import GPU_TOLERATION
 from vfcore.quantity import canonical_units
 from vfcore.runtime.topology import check_run_id
@@ -318,16 +319,18 @@ class RenderOptions:
                     f"{name}={brief(getattr(self, name))} is not a bool",
                     "pass True or False",
                 )
-        if not _is_int(self.max_replicas) or self.max_replicas < 1:
+        if not _is_int(self.max_replicas) or not 1 <= self.max_replicas <= MAX_REPLICAS_PER_NODE:
             raise render_error(
                 "invalid-max-replicas",
-                f"max_replicas={brief(self.max_replicas)} must be an int >= 1",
+                f"max_replicas={brief(self.max_replicas)} must be an int, 1 .. "
+                f"{MAX_REPLICAS_PER_NODE:,} (the most replicas vfcore plans for one node)",
                 "pass --max-replicas with a positive count, e.g. --max-replicas 10",
             )
-        if not _is_int(self.lag_threshold) or self.lag_threshold < 1:
+        if not _is_int(self.lag_threshold) or not 1 <= self.lag_threshold <= 2**63 - 1:
             raise render_error(
                 "invalid-lag-threshold",
-                f"lag_threshold={brief(self.lag_threshold)} must be an int >= 1 (messages)",
+                f"lag_threshold={brief(self.lag_threshold)} must be an int, 1 .. 2**63-1 "
+                "(messages; KEDA reads it as a 64-bit integer)",
                 "use the messages one replica may have waiting, e.g. 10",
             )
         if not _is_int(self.uid) or not 1 <= self.uid <= 2**31 - 1:

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from vfcore.errors import InvalidInputError
+from vfcore.errors import InvalidInputError, brief
 from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
+from vfcore.flow.params import MAX_REPLICAS_PER_NODE
 from vfcore.flow.spec import to_spec
 from vfcore.flow.validate import effective_replicas
 from vfcore.placement.claims import pod_requests
@@ -97,12 +98,20 @@ def capacity_cap(
             f"(nodes: {sorted(spec.names)})",
             "name a node as the flow declares it",
         )
-    if not is_int(up_to) or up_to < 0:
+    if not is_int(up_to) or not 0 <= up_to <= MAX_REPLICAS_PER_NODE:
         raise InvalidInputError(
             "invalid-capacity",
-            f"up_to={up_to!r} must be a replica count >= 0",
+            f"up_to={brief(up_to)} must be a replica count, 0 .. {MAX_REPLICAS_PER_NODE:,}",
             "ask up to the count the backlog calls for, e.g. the decision's floor",
         )
+    for name, count in sorted((replicas or {}).items(), key=lambda kv: str(kv[0])):
+        if is_int(count) and count > MAX_REPLICAS_PER_NODE:
+            raise InvalidInputError(
+                "invalid-capacity",
+                f"replicas[{name!r}]={brief(count)} is over {MAX_REPLICAS_PER_NODE:,}, the most "
+                "replicas vfcore plans for one node",
+                "pass each other node's current replica count",
+            )
     mode = parse_gpu_mode(gpu_mode)
     cfg = solver or SolverConfig.deterministic(max_deterministic_time=10.0)
     cfg = replace(cfg, optimize=False)

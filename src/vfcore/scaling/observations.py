@@ -12,11 +12,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfcore.cluster import Unknown as ClusterUnknown
-from vfcore.errors import InvalidInputError
+from vfcore.errors import InvalidInputError, brief
+from vfcore.flow.params import MAX_REPLICAS_PER_NODE
 
 
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: The largest message count a backlog may hold: JetStream's counters
+#: (``num_pending``, ``num_ack_pending``) are unsigned 64-bit integers. A larger
+#: number is no count a server can report, and would pass a float's range in the
+#: HPA model (``10**308`` messages).
+MAX_BACKLOG = 2**64 - 1
+#: The largest replica count (``current``): the most replicas vfcore plans for one
+#: node (``MAX_REPLICAS_PER_NODE``), which bounds what ``vf scale --cluster`` packs.
+MAX_CURRENT = MAX_REPLICAS_PER_NODE
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +47,11 @@ class Backlog:
     def __post_init__(self) -> None:
         for name in ("pending", "ack_pending"):
             value = getattr(self, name)
-            if not is_int(value) or value < 0:
+            if not is_int(value) or not 0 <= value <= MAX_BACKLOG:
                 raise InvalidInputError(
                     "invalid-backlog",
-                    f"{name}={value!r} must be a whole number of messages >= 0",
+                    f"{name}={brief(value)} must be a whole number of messages, 0 .. 2**64-1 "
+                    "(JetStream counts in unsigned 64 bits)",
                     "pass the consumer's num_pending and num_ack_pending as integers; "
                     "if they could not be read, observe the parent as Unobserved(reason)",
                 )
@@ -142,8 +154,10 @@ def observations_from_dict(doc: object) -> dict[str, NodeObservation]:
         if extra:
             raise _obs_error(node, f"unknown key(s) {extra}; only 'current' and 'parents' are read")
         current = entry.get("current")
-        if current is not None and (not is_int(current) or current < 0):
-            raise _obs_error(node, f"current={current!r} must be a replica count >= 0")
+        if current is not None and (not is_int(current) or not 0 <= current <= MAX_CURRENT):
+            raise _obs_error(
+                node, f"current={brief(current)} must be a replica count, 0 .. {MAX_CURRENT:,}"
+            )
         parents = entry.get("parents")
         if not isinstance(parents, Mapping):
             raise _obs_error(node, "needs 'parents': an object of parent name → backlog")
@@ -168,8 +182,12 @@ def observations_from_dict(doc: object) -> dict[str, NodeObservation]:
                 )
             pending, ack = value["pending"], value["ack_pending"]
             for name, count in (("pending", pending), ("ack_pending", ack)):
-                if not is_int(count) or count < 0:
-                    raise _obs_error(where, f"{name}={count!r} must be an int >= 0")
+                if not is_int(count) or not 0 <= count <= MAX_BACKLOG:
+                    raise _obs_error(
+                        where,
+                        f"{name}={brief(count)} must be an int, 0 .. 2**64-1 (JetStream counts "
+                        "messages in unsigned 64 bits)",
+                    )
             parsed.append((parent, Backlog(pending, ack)))
         out[node] = NodeObservation(current, tuple(parsed))
     return out

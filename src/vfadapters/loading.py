@@ -6,7 +6,8 @@
 can go wrong raises :class:`~vfcore.InvalidInputError` with a stable id, a
 one-paragraph message and a hint; an invalid node parameter raised while the
 file runs surfaces as the :class:`~vfcore.InvalidFlowError` it is; a flow file
-or factory that calls ``sys.exit`` is ``flow-file-exited``, not an exit of vf.
+or factory that calls ``sys.exit`` or ``os._exit`` is ``flow-file-exited``, not an
+exit of vf.
 
 Every input file vf reads (a spec, a cluster dump, observations) is read with
 :func:`read_bounded`: at most a documented number of bytes (64 MiB for a spec
@@ -24,8 +25,10 @@ import os
 import stat
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 from vfcore import Flow, FlowSpec, InvalidFlowError, InvalidInputError
 from vfcore.errors import brief
@@ -133,6 +136,48 @@ def _where(exc: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
+class _OsExitCalled(BaseException):
+    """``os._exit(code)`` called by a flow file while vf loads it: raised instead of ending vf."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+#: How many flow files or factories are being loaded right now (``_os_exit_reported``).
+_loading = [0]
+_real_os_exit = os._exit
+
+
+def _os_exit_while_loading(code: int = 0) -> NoReturn:
+    """``os._exit`` while vf loads a flow: raise, so that vf reports it; else the real one.
+
+    A flow file that bound it (``from os import _exit``) while loading and calls it
+    later, outside a load, gets the real ``os._exit``.
+    """
+    if _loading[0]:
+        raise _OsExitCalled(code)
+    _real_os_exit(code)
+
+
+@contextlib.contextmanager
+def _os_exit_reported() -> Iterator[None]:
+    """While a flow file or factory runs, ``os._exit`` raises instead of ending the process.
+
+    ``os._exit`` skips every ``finally`` and flush: called by a flow file at import,
+    it would end ``vf explain`` with the flow's code and no word. Here it becomes
+    ``flow-file-exited``, like ``sys.exit``.
+    """
+    _loading[0] += 1
+    os._exit = _os_exit_while_loading  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _loading[0] -= 1
+        if not _loading[0]:
+            os._exit = _real_os_exit
+
+
 def import_file(path: Path) -> ModuleType:
     """Import a flow file under a name unique to its absolute path (``_vf_flow_<stem>_<hash>``).
 
@@ -156,7 +201,7 @@ def import_file(path: Path) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout is for --json alone
+        with contextlib.redirect_stdout(sys.stderr), _os_exit_reported():  # stdout: --json
             spec.loader.exec_module(module)
     except InvalidFlowError:
         sys.modules.pop(module_name, None)
@@ -172,7 +217,7 @@ def import_file(path: Path) -> ModuleType:
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise  # Ctrl-C while the module loads: the CLI says "interrupted" (exit 130)
-        if isinstance(exc, SystemExit):
+        if isinstance(exc, SystemExit | _OsExitCalled):
             raise _exited(f"importing {path}", exc, resolved) from None
         raise InvalidInputError(
             "flow-file-raised",
@@ -182,16 +227,17 @@ def import_file(path: Path) -> ModuleType:
     return module
 
 
-def _exited(what: str, exc: SystemExit, path: Path) -> InvalidInputError:
-    """A flow file or factory that called ``sys.exit``: vf reports it, it does not exit."""
+def _exited(what: str, exc: SystemExit | _OsExitCalled, path: Path) -> InvalidInputError:
+    """A flow file or factory that called ``sys.exit`` or ``os._exit``: vf reports it."""
     code = exc.code
     said = "" if code is None or isinstance(code, int) else f" ({_text(SystemExit(code))})"
     status = brief(code) if isinstance(code, int) else (0 if code is None else 1)
+    call = "os._exit" if isinstance(exc, _OsExitCalled) else "sys.exit"
     return InvalidInputError(
         "flow-file-exited",
-        f"{what} called sys.exit({status}){said}{_where(exc, path)} while vf was loading the "
+        f"{what} called {call}({status}){said}{_where(exc, path)} while vf was loading the "
         "flow; a flow file must define the flow, not end the program",
-        'move the sys.exit() call under `if __name__ == "__main__":`, '
+        f'move the {call}() call under `if __name__ == "__main__":`, '
         "or raise an exception that says what is wrong",
     )
 
@@ -263,11 +309,11 @@ def load_flow(target: str) -> Flow | FlowSpec:
             f"define `def {factory}() -> Flow` in {path}, or drop ':{factory}' to use `flow`",
         )
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _os_exit_reported():
             value = func()
     except (InvalidFlowError, KeyboardInterrupt):
         raise
-    except SystemExit as exc:
+    except (SystemExit, _OsExitCalled) as exc:
         raise _exited(f"{path}:{factory}()", exc, path.resolve()) from None
     except BaseException as exc:  # the user's factory may raise anything
         raise InvalidInputError(

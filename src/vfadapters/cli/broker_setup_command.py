@@ -5,8 +5,10 @@ workers run with ``--no-create``): every stream, consumer and the control bucket
 that :func:`vfcore.broker_topology` lists and the server lacks; what exists is
 left alone, so running it twice is harmless. ``--wait S`` retries the first
 connection for up to S seconds (the broker's pod may still be starting).
-Exit codes: 0 done, 1 the broker refused, 2 bad input or no broker within
-``--wait``.
+``--wait`` is 0 to 3600 seconds (``nan``, ``inf`` and more are ``invalid-option``).
+Exit codes: 0 done; 1 an unexpected failure; 2 bad input, no broker within
+``--wait`` (``broker-unreachable``), a server without JetStream
+(``no-jetstream``) or one that refuses the run's streams.
 """
 
 from __future__ import annotations
@@ -43,17 +45,19 @@ def register(sub: Any) -> None:
 
 
 def _cmd_broker_setup(args: argparse.Namespace) -> int:
-    from vfadapters.broker.client import Bridge, ensure_topology
+    from nats.errors import NoRespondersError
+    from nats.js.errors import ServiceUnavailableError
+
+    from vfadapters.broker.client import Bridge, BrokerError, check_broker_url, ensure_topology
+    from vfadapters.cli.inputs import HOUR, check_seconds
     from vfadapters.cli.worker_command import topology_options
     from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
     from vfcore.runtime import broker_topology, check_run_id
 
     run_id = check_run_id(args.run)
-    if args.wait < 0:
-        raise InvalidInputError(
-            "invalid-option", f"--wait {args.wait:g} is negative", "use 0 or more"
-        )
+    check_seconds(args.wait, "--wait", most=HOUR, zero=True, example="60")
+    check_broker_url(args.broker)
     _, spec = load_runnable(args.flow)
     topo = broker_topology(spec, run_id, topology_options(args))
     deadline = time.monotonic() + args.wait
@@ -69,6 +73,13 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
             time.sleep(1.0)
     try:
         bridge.run(ensure_topology(bridge.nc, topo), timeout_s=60)
+    except (NoRespondersError, ServiceUnavailableError):
+        raise BrokerError(
+            "no-jetstream",
+            f"{args.broker} answers, but no JetStream answers its API ($JS.API.*): the "
+            "server runs without JetStream, so the run's streams cannot be created",
+            "start nats-server with -js (JetStream), or point --broker at one that has it",
+        ) from None
     finally:
         bridge.close()
     doc = topo.to_dict()

@@ -15,6 +15,9 @@ from typing import Any
 
 from vfadapters.cli.output import EXIT_OK, EXIT_RUNTIME, emit_json, table
 
+#: The most letters ``--limit`` may ask to read (they are held in memory, then printed).
+MAX_LETTERS = 1_000_000
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -36,17 +39,15 @@ def register(sub: Any) -> None:
 
 
 def _cmd_dead_letters(args: argparse.Namespace) -> int:
-    from vfadapters.broker.client import Bridge
+    from vfadapters.broker.client import Bridge, check_broker_url
     from vfadapters.broker.dead_letters import read_letters, replay_letters
+    from vfadapters.cli.inputs import check_count
     from vfadapters.loading import load_runnable
-    from vfcore import InvalidInputError
     from vfcore.runtime import broker_topology, check_run_id
 
     run_id = check_run_id(args.run)
-    if args.limit < 1:
-        raise InvalidInputError(
-            "invalid-option", f"--limit {args.limit} is below 1", "use 1 or more"
-        )
+    check_count(args.limit, "--limit", least=1, most=MAX_LETTERS, example="10000")
+    check_broker_url(args.broker)
     _, spec = load_runnable(args.flow)
     topo = broker_topology(spec, run_id)
     bridge = Bridge()

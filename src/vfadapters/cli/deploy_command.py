@@ -350,9 +350,19 @@ def write_objects(
 
 
 def _cmd_deploy(args: argparse.Namespace) -> int:
+    from vfadapters.cli.inputs import DAY, check_seconds
     from vfadapters.loading import load_runnable, split_target
     from vfcore.runtime.manifests import render
 
+    check_seconds(args.timeout, "--timeout", most=30 * DAY, example="600", rule="invalid-timeout")
+    check_seconds(
+        args.unschedulable_grace,
+        "--unschedulable-grace",
+        most=DAY,
+        zero=True,
+        example="60",
+        rule="invalid-timeout",
+    )
     path, factory = split_target(args.flow)
     flow_file = path.name + (f":{factory}" if factory else "")
     _, spec = load_runnable(args.flow)

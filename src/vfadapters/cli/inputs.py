@@ -1,10 +1,57 @@
-"""What the commands read the same way: the FLOW argument and the GPU options."""
+"""What the commands read the same way: the FLOW argument, the GPU options, bounded numbers."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from typing import Any
+
+#: Upper bounds of the time options (seconds), each command's own (docs/cli.md, Limits).
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+
+
+def check_seconds(
+    value: float,
+    flag: str,
+    *,
+    most: float,
+    zero: bool = False,
+    example: str,
+    rule: str = "invalid-option",
+) -> float:
+    """``value`` when it is a finite number of seconds in ``(0, most]`` (``[0, most]``
+    with ``zero``); else ``rule`` (exit 2) naming the flag and the range.
+
+    ``nan`` and ``inf`` parse as floats but wait for ever (or never): they are refused.
+
+    >>> check_seconds(30.0, "--wait", most=3600, zero=True, example="30")
+    30.0
+    """
+    from vfcore import InvalidInputError
+
+    low_ok = value >= 0 if zero else value > 0
+    if not (math.isfinite(value) and low_ok and value <= most):
+        raise InvalidInputError(
+            rule,
+            f"{flag} {value!r} must be a number of seconds {'>= 0' if zero else '> 0'} and "
+            f"<= {most:,.0f}",
+            f"e.g. {flag} {example}",
+        )
+    return value
+
+
+def check_count(value: int, flag: str, *, least: int, most: int, example: str) -> int:
+    """``value`` when ``least <= value <= most``; else ``invalid-option`` (exit 2)."""
+    from vfcore import InvalidInputError
+
+    if not least <= value <= most:
+        raise InvalidInputError(
+            "invalid-option",
+            f"{flag} {value} must be a whole number >= {least:,} and <= {most:,}",
+            f"e.g. {flag} {example}",
+        )
+    return value
 
 
 def add_gpu_options(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from vfadapters.cli.inputs import load_spec
+from vfadapters.cli.inputs import MINUTE, check_seconds, load_spec
 from vfadapters.cli.output import EXIT_OK, emit_json, table
 
 _FORMAT_HINT = (
@@ -159,6 +159,7 @@ def _cmd_scale(args: argparse.Namespace) -> int:
             f"--target {args.target} must be >= 1 (messages one replica may have waiting)",
             "use the trigger's lagThreshold, e.g. --target 10",
         )
+    check_seconds(args.timeout, "--timeout", most=10 * MINUTE, example="2")
     live = args.broker is not None or args.monitor is not None
     _check_source(args, live)
     spec = load_spec(args.flow)

@@ -42,6 +42,17 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=_cmd_status)
 
 
+def check_namespace(namespace: str) -> str:
+    """``namespace`` when it is a DNS label (what Kubernetes accepts), else ``invalid-namespace``.
+
+    A namespace no object can be in would list nothing, and ``vf teardown`` would
+    say "all gone" for a run it never looked for.
+    """
+    from vfcore.runtime.render_options import check_namespace as check
+
+    return check(namespace)
+
+
 def resolve_run(client: Any, namespace: str, spec: Any, run: str | None) -> str | None:
     """``run``, or the flow's only run in ``namespace``; ``None`` when there is none.
 
@@ -72,6 +83,15 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from vfadapters.kubernetes.status import run_status
     from vfcore.runtime.manifests import run_selector
 
+    check_namespace(args.namespace)
+    if args.broker is not None:
+        from vfadapters.broker.monitor import check_broker_url
+
+        check_broker_url(args.broker)
+    if args.monitor is not None:
+        from vfadapters.broker.monitor import check_monitor_url
+
+        check_monitor_url(args.monitor)
     spec = load_spec(args.flow)
     try:
         client = connect_from_args(args)

@@ -42,17 +42,14 @@ def _say(text: str) -> None:
 
 
 def _cmd_teardown(args: argparse.Namespace) -> int:
-    from vfadapters.cli.inputs import load_spec
-    from vfadapters.cli.status_command import resolve_run
+    from vfadapters.cli.inputs import DAY, check_seconds, load_spec
+    from vfadapters.cli.status_command import check_namespace, resolve_run
     from vfadapters.kubernetes.client import KubeApiError, connect_from_args
     from vfadapters.kubernetes.teardown import teardown
-    from vfcore import InvalidInputError
     from vfcore.runtime.manifests import run_selector
 
-    if not args.timeout > 0:
-        raise InvalidInputError(
-            "invalid-timeout", f"--timeout {args.timeout} must be > 0 seconds", "e.g. --timeout 300"
-        )
+    check_seconds(args.timeout, "--timeout", most=DAY, example="300", rule="invalid-timeout")
+    check_namespace(args.namespace)
     spec = load_spec(args.flow)
     try:
         client = connect_from_args(args)

@@ -15,6 +15,9 @@ from typing import Any
 
 from vfadapters.cli.output import EXIT_OK, EXIT_RUNTIME
 
+#: The most extra attempts ``--retries`` may ask for a message that raises.
+MAX_RETRIES = 1000
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -81,6 +84,7 @@ def add_broker_options(p: Any) -> None:
 
 
 def topology_options(args: argparse.Namespace, realtime_keep: int | None = None) -> Any:
+    from vfadapters.cli.inputs import DAY, check_count, check_seconds
     from vfcore import InvalidInputError
     from vfcore.runtime import TopologyOptions
 
@@ -88,6 +92,9 @@ def topology_options(args: argparse.Namespace, realtime_keep: int | None = None)
         raise InvalidInputError(
             "invalid-option", f"--retries {args.retries} is negative", "use 0 or more"
         )
+    check_count(args.retries, "--retries", least=0, most=MAX_RETRIES, example="2")
+    check_seconds(args.ack_wait, "--ack-wait", most=DAY, example="30")
+    check_count(args.max_ack_pending, "--max-ack-pending", least=1, most=2**31 - 1, example="1024")
     window = max(120.0, 4 * args.ack_wait)
     return TopologyOptions(
         realtime_keep=realtime_keep or 1,
@@ -97,32 +104,55 @@ def topology_options(args: argparse.Namespace, realtime_keep: int | None = None)
     )
 
 
+def _check_replica(replica: int) -> int:
+    """A replica index: 0 .. MAX_REPLICAS_PER_NODE - 1, else ``invalid-replica``."""
+    from vfcore import InvalidInputError
+    from vfcore.flow.params import MAX_REPLICAS_PER_NODE
+
+    if replica < 0:
+        raise InvalidInputError(
+            "invalid-replica", f"--replica {replica} is negative", "replicas count from 0"
+        )
+    if replica >= MAX_REPLICAS_PER_NODE:
+        raise InvalidInputError(
+            "invalid-replica",
+            f"replica {replica} is past the {MAX_REPLICAS_PER_NODE:,} replicas one node may run",
+            f"replicas count from 0 to {MAX_REPLICAS_PER_NODE - 1}",
+        )
+    return replica
+
+
 def _cmd_worker(args: argparse.Namespace) -> int:
-    from vfadapters.broker.worker import WorkerOptions, replica_from_env, run_worker
+    from vfadapters.broker.client import check_broker_url
     from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
     from vfcore.runtime import check_run_id
 
     run_id = check_run_id(args.run)
+    check_broker_url(args.broker)
+    topology = topology_options(args)
     flow, spec = load_runnable(args.flow)
     nodes = {n.name: n for n in flow.nodes}
-    if args.node not in nodes:
-        raise InvalidInputError(
-            "unknown-node",
-            f"flow {spec.name!r} has no node {args.node!r}",
-            f"use one of: {', '.join(nodes)}",
-        )
+    scalable = tuple(n.strip() for n in args.scalable.split(",") if n.strip())
+    for name in (args.node, *scalable):
+        if name not in nodes:
+            flag = "--node" if name == args.node else "--scalable"
+            raise InvalidInputError(
+                "unknown-node",
+                f"{flag}: flow {spec.name!r} has no node {name!r}",
+                f"use one of: {', '.join(nodes)}",
+            )
+    if args.replica is not None:
+        _check_replica(args.replica)
+    from vfadapters.broker.worker import WorkerOptions, replica_from_env, run_worker
+
     try:
         replica = args.replica if args.replica is not None else replica_from_env()
     except ValueError as exc:
         raise InvalidInputError(
             "invalid-replica", str(exc), "unset it or pass --replica I"
         ) from None
-    replica = 0 if replica is None else replica
-    if replica < 0:
-        raise InvalidInputError(
-            "invalid-replica", f"--replica {replica} is negative", "replicas count from 0"
-        )
+    replica = _check_replica(0 if replica is None else replica)
     nspec = spec.node(args.node)
     if nspec.partition_by is not None and nspec.nb_tasks > 1 and replica >= nspec.nb_tasks:
         raise InvalidInputError(
@@ -138,9 +168,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         retries=args.retries,
         log_level=logging.INFO,
         create_topology=not args.no_create,
-        topology=topology_options(args),
+        topology=topology,
         parent_death=args.parent_death,
-        scalable=tuple(n for n in args.scalable.split(",") if n),
+        scalable=scalable,
     )
     code = run_worker(spec, nodes[args.node], args.node, opts)
     return EXIT_OK if code == 0 else EXIT_RUNTIME

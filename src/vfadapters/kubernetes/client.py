@@ -198,6 +198,53 @@ def object_path(api_version: str, plural: str, namespace: str | None, name: str 
     return base
 
 
+#: The most bytes vf reads from one kubeconfig file (they embed certificates, yet
+#: stay far below this; ``/dev/zero`` stops here).
+MAX_KUBECONFIG_BYTES = 16 << 20
+
+
+def read_kubeconfig(path: Path) -> dict[str, Any]:
+    """One kubeconfig file parsed, or ``kube-config-invalid`` saying why it cannot be.
+
+    Bounded (:data:`MAX_KUBECONFIG_BYTES`, ``input-too-large`` past it), YAML (or
+    JSON), and a mapping: a file that is none of these is bad input (exit 2),
+    never an internal error. An empty file is an empty configuration.
+    """
+    import yaml
+
+    from vfadapters.loading import read_bounded
+
+    try:
+        raw = read_bounded(path, MAX_KUBECONFIG_BYTES, what="a kubeconfig")
+    except OSError as exc:
+        raise InvalidInputError(
+            "kube-config-invalid",
+            f"kubeconfig {path} cannot be read: {exc.strerror or exc}",
+            "pass --kubeconfig PATH to a readable file",
+        ) from None
+    try:
+        doc = yaml.safe_load(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        reason = getattr(exc, "problem", None) or getattr(exc, "reason", None) or exc
+        raise InvalidInputError(
+            "kube-config-invalid",
+            f"kubeconfig {path} is not YAML{at}: {reason}",
+            "pass the file `kubectl config view --raw` prints, or fix its syntax",
+        ) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InvalidInputError(
+            "kube-config-invalid",
+            f"kubeconfig {path} holds a {type(doc).__name__}, not a kubeconfig (a mapping "
+            "with clusters, users and contexts)",
+            "pass the file `kubectl config view --raw` prints",
+        )
+    return doc
+
+
 def add_connection_options(p: argparse.ArgumentParser) -> None:
     """``--context C`` and ``--kubeconfig PATH`` (the cluster to talk to)."""
     p.add_argument(
@@ -255,21 +302,41 @@ def connect(*, context: str | None = None, kubeconfig: str | None = None) -> Kub
             ) from None
         where = f"in-cluster ({configuration.host})"
     else:
-        for one in config_file.split(os.pathsep):
-            if one and not Path(one).expanduser().exists():
+        files = [one for one in config_file.split(os.pathsep) if one]
+        for one in files:
+            if not Path(one).expanduser().exists():
                 raise InvalidInputError(
                     "kube-config-not-found",
                     f"kubeconfig {one} does not exist",
                     "pass --kubeconfig PATH to an existing file, or fix $KUBECONFIG",
                 )
+        documents = {one: read_kubeconfig(Path(one).expanduser()) for one in files}
+        piped = [one for one in files if not Path(one).expanduser().is_file()]
         try:
-            kconfig.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=config_file,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+            if piped and len(files) == 1:  # --kubeconfig <(kubectl config view --raw): read once
+                kconfig.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+                    documents[piped[0]],
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            elif piped:
+                raise InvalidInputError(
+                    "kube-config-invalid",
+                    f"kubeconfig {piped[0]} is not a regular file, and a pipe or device can "
+                    "only be the one kubeconfig, not one of several",
+                    "write it to a file, or pass it alone as --kubeconfig",
+                )
+            else:
+                kconfig.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=config_file,
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
         except (kconfig.ConfigException, ValueError, TypeError, OSError) as exc:
+            if isinstance(exc, InvalidInputError):
+                raise
             which = f"context {context!r}" if context else "the current context"
             raise InvalidInputError(
                 "kube-config-invalid",

@@ -39,6 +39,8 @@ __all__ = [
     "PRODUCT_LABEL",
     "WORKLOAD_NAME_MAX",
     "RenderOptions",
+    "check_image_reference",
+    "check_namespace",
     "flow_label",
     "mig_choices",
     "object_name",
@@ -65,13 +67,80 @@ _DNS_SUBDOMAIN = re.compile(
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 BROKER_URL_PATTERN = re.compile(
-    r"(?:nats|tls)://(?:[^@/\s]*@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?/?"
+    r"(?:nats|tls)://(?:[^@/\s]*@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
+    r"(?::(?P<port>\d{1,5}))?/?"
+)
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(?P<port>\d{1,5})")
+
+
+def _port_ok(port: str | None) -> bool:
+    """A URL's port (absent: the default) is a TCP port, 1 .. 65535."""
+    return port is None or 0 < int(port) <= 65535
+
+
+#: A container image reference as the distribution library's grammar has it
+#: (``reference.ReferenceRegexp``): ``[domain[:port]/]path[:tag][@digest]``, the path
+#: in lowercase letters, digits and separators; only the domain may hold capitals.
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
 )
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
 def render_error(rule: str, message: str, hint: str) -> InvalidInputError:
     return InvalidInputError(rule, message, hint)
+
+
+def check_image_reference(image: object, what: str = "image") -> str:
+    """``image`` if it is a container image reference a registry accepts.
+
+    The grammar of the distribution library (what ``docker`` and the kubelet
+    parse): ``[domain[:port]/]path[:tag][@digest]``, at most 255 characters
+    in the name; the path is lowercase (``Reg/Img:1`` is refused: only a
+    domain, the first component when it holds a ``.`` or ``:`` or capitals, may).
+
+    >>> check_image_reference("registry.example:5000/video/traffic:1.2")
+    'registry.example:5000/video/traffic:1.2'
+    >>> check_image_reference("traffic/Detector:1")
+    Traceback (most recent call last):
+    ...
+    vfcore.errors.InvalidInputError: invalid-image: image 'traffic/Detector:1' is not a container image reference ([registry/]path[:tag][@digest], the path in lowercase) (hint: pass --image registry/name:tag (the image `vf dockerfile FLOW` builds), e.g. registry.example/traffic:1)
+    """
+    match = _IMAGE_REFERENCE.fullmatch(image) if isinstance(image, str) else None
+    if match is None or len(match["name"]) > 255:
+        raise render_error(
+            "invalid-image",
+            f"{what} {brief(image)} is not a container image reference ([registry/]path[:tag]"
+            "[@digest], the path in lowercase)",
+            "pass --image registry/name:tag (the image `vf dockerfile FLOW` builds), e.g. "
+            "registry.example/traffic:1",
+        )
+    return image  # type: ignore[return-value]
+
+
+def check_namespace(namespace: object) -> str:
+    """``namespace`` if Kubernetes accepts it as a namespace name (a DNS label).
+
+    >>> check_namespace("video-prod")
+    'video-prod'
+    >>> check_namespace("Bad_NS")
+    Traceback (most recent call last):
+    ...
+    vfcore.errors.InvalidInputError: invalid-namespace: namespace 'Bad_NS' is not a DNS label (lowercase letters, digits and '-', at most 63) (hint: pass --namespace like 'video-prod')
+    """
+    if not isinstance(namespace, str) or _DNS_LABEL.fullmatch(namespace) is None:
+        raise render_error(
+            "invalid-namespace",
+            f"namespace {brief(namespace)} is not a DNS label (lowercase letters, "
+            "digits and '-', at most 63)",
+            "pass --namespace like 'video-prod'",
+        )
+    return namespace
 
 
 def _is_int(value: object) -> bool:
@@ -198,33 +267,20 @@ class RenderOptions:
 
     def __post_init__(self) -> None:
         s = object.__setattr__
-        if (
-            not isinstance(self.image, str)
-            or not self.image
-            or any(c.isspace() for c in self.image)
-        ):
-            raise render_error(
-                "invalid-image",
-                f"image {brief(self.image)} is not a container image reference",
-                "pass --image registry/name:tag (the image `vf dockerfile FLOW` builds)",
-            )
+        check_image_reference(self.image)
         check_run_id(self.run_id)
-        if not isinstance(self.namespace, str) or _DNS_LABEL.fullmatch(self.namespace) is None:
-            raise render_error(
-                "invalid-namespace",
-                f"namespace {brief(self.namespace)} is not a DNS label (lowercase letters, "
-                "digits and '-', at most 63)",
-                "pass --namespace like 'video-prod'",
-            )
+        check_namespace(self.namespace)
         path, _, factory = str(self.flow_path).partition(":")
         if (
             not isinstance(self.flow_path, str)
             or not path.startswith("/")
             or not path.endswith(".py")
+            or not self.flow_path.isprintable()
         ):
             raise render_error(
                 "invalid-flow-path",
-                f"flow path {brief(self.flow_path)} is not an absolute .py path inside the image",
+                f"flow path {brief(self.flow_path)} is not an absolute .py path inside the image "
+                "(printable characters, no newline)",
                 f"use the path the Dockerfile copies the flow to, e.g. {DEFAULT_FLOW_PATH}",
             )
         if factory and not factory.isidentifier():
@@ -233,32 +289,33 @@ class RenderOptions:
                 f"flow path {self.flow_path!r}: {factory!r} is not a function name",
                 "write /app/flow.py:build",
             )
-        if self.broker_url is not None and (
-            not isinstance(self.broker_url, str)
-            or BROKER_URL_PATTERN.fullmatch(self.broker_url) is None
-        ):
+        url = (
+            BROKER_URL_PATTERN.fullmatch(self.broker_url)
+            if isinstance(self.broker_url, str)
+            else None
+        )
+        if self.broker_url is not None and (url is None or not _port_ok(url["port"])):
             raise render_error(
                 "invalid-broker-url",
                 f"broker URL {brief(self.broker_url)} is not nats://host[:port] or "
-                "tls://host[:port]",
+                "tls://host[:port] (port 1 .. 65535)",
                 "pass --broker nats://nats.messaging.svc:4222, or leave it out to deploy a broker",
             )
+        monitoring = (
+            _HOST_PORT.fullmatch(self.broker_monitoring)
+            if isinstance(self.broker_monitoring, str)
+            else None
+        )
         if self.broker_monitoring is not None and (
-            not isinstance(self.broker_monitoring, str)
-            or "://" in self.broker_monitoring
-            or not self.broker_monitoring.rpartition(":")[2].isdigit()
+            monitoring is None or not _port_ok(monitoring["port"])
         ):
             raise render_error(
                 "invalid-broker-monitoring",
-                f"broker monitoring endpoint {brief(self.broker_monitoring)} is not host:port",
+                f"broker monitoring endpoint {brief(self.broker_monitoring)} is not host:port "
+                "(port 1 .. 65535)",
                 "pass the NATS monitoring endpoint as host:8222 (KEDA reads /jsz there)",
             )
-        for name in ("broker_image",):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-                raise render_error(
-                    "invalid-image", f"{name} {brief(value)} is not an image", "e.g. nats:2.11"
-                )
+        check_image_reference(self.broker_image, "broker_image")
         try:
             ok = canonical_units("storage", self.broker_storage) > 0
         except InvalidInputError:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.integration.cli_helpers import assert_bad_input, run_vf
+from tests.integration.cli_helpers import REPO, assert_bad_input, run_vf
 from tests.manifest_schemas import check_any
 from vfadapters.broker.server import NatsServer
 
@@ -80,30 +80,37 @@ def test_mix_mode_takes_the_mig_choice_from_the_flag() -> None:
     assert spec["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
 
 
-def test_dockerfile_installs_the_extras_and_runs_as_the_pods_uid() -> None:
+def test_dockerfile_installs_the_extras_and_runs_as_the_pods_uid(tmp_path: Path) -> None:
     result = run_vf("dockerfile", FLOW)
     assert result.returncode == 0, result.stderr
     text = result.stdout
     assert text.splitlines()[1] == "FROM python:3.11-slim"
-    assert 'RUN pip install "vfcore[broker,torch]==0.1.0"' in text  # the flow imports torch
-    assert f"COPY {FLOW} /app/flow.py" in text
+    assert 'RUN ["pip", "install", "vfcore[broker,torch]==0.1.0"]' in text  # imports torch
+    assert f'COPY ["{FLOW}", "/app/flow.py"]' in text
     assert "USER 10001:10001" in text
-    wheel = run_vf("dockerfile", FLOW, "--vfcore", "dist/vfcore-0.1.0-py3-none-any.whl")
-    assert (
-        "COPY dist/vfcore-0.1.0-py3-none-any.whl /tmp/vfcore-0.1.0-py3-none-any.whl" in wheel.stdout
-    )
-    assert 'pip install "/tmp/vfcore-0.1.0-py3-none-any.whl[broker,torch]"' in wheel.stdout
+    wheel = Path("dist/vfcore-0.1.0-py3-none-any.whl")
+    (tmp_path / "dist").mkdir()
+    (tmp_path / wheel).write_bytes(b"PK")
+    (tmp_path / "flow.py").write_text((REPO / FLOW).read_text())
+    built = run_vf("dockerfile", "flow.py", "--vfcore", wheel, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert f'COPY ["{wheel}", "/tmp/{wheel.name}"]' in built.stdout
+    assert f'RUN ["pip", "install", "/tmp/{wheel.name}[broker,torch]"]' in built.stdout
     assert_bad_input(run_vf("dockerfile", "no/such/flow.py"), "flow-unreadable")
 
 
 def test_dockerfile_lists_other_imports(tmp_path: Path) -> None:
     flow = tmp_path / "f.py"
-    flow.write_text("import json\nimport cv2\nfrom PIL import Image\nfrom vfcore import Flow\n")
+    flow.write_text(
+        "import json\n"
+        "try:\n    import cv2\n    from PIL import Image\nexcept ImportError:\n    pass\n"
+        + (REPO / "examples" / "traffic.py").read_text().replace("from __future__", "# ")
+    )
     result = run_vf("dockerfile", flow, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert 'RUN pip install "vfcore[broker]==0.1.0"' in result.stdout
+    assert 'RUN ["pip", "install", "vfcore[broker]==0.1.0"]' in result.stdout
     assert "# The flow also imports PIL, cv2" in result.stdout
-    assert "COPY f.py /app/f.py" in result.stdout
+    assert 'COPY ["f.py", "/app/f.py"]' in result.stdout
 
 
 def test_broker_setup_creates_the_topology_once(nats_server: NatsServer) -> None:

@@ -23,7 +23,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from vfadapters.cli import (
     broker_setup_command,
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     from vfcore import InvalidFlowError, InvalidInputError
 
+    previous = _stop_on_sigterm() if args.command not in RUNTIME_COMMANDS else None
     try:
         code: int = args.handler(args)
         return code
@@ -124,6 +125,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             as_json=getattr(args, "json", False),
         )
         return EXIT_RUNTIME
+    finally:
+        if previous is not None:  # main() called in-process (tests): leave SIGTERM as it was
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
+
+
+#: The commands that handle signals themselves (they drain, hand messages back, stop
+#: workers): ``vf run`` and ``vf worker`` (docs/cli.md, Signals).
+RUNTIME_COMMANDS = frozenset({"run", "worker"})
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM stops every other command as Ctrl-C does: ``interrupted``, exit 130.
+
+    Without it, SIGTERM (``kill``, a pod's termination, ``timeout``) ended the
+    process at once, silently, mid-message; as KeyboardInterrupt it goes through
+    each command's own handling (``vf deploy`` prints the teardown command).
+    Only the main thread can install it; elsewhere (a test calling ``main``
+    from a thread) the default stays. Returns the handler it replaced, which ``main``
+    puts back when the command ends (``None`` when none was installed).
+    """
+    import signal
+    import threading
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, stop)
 
 
 #: The command ``main`` ran last (``run()`` ends every other command at once).

@@ -24,6 +24,11 @@ dies of MemoryError instead of taking the machine):
 
 ``--src DIR`` runs the ``vf plan`` processes on another checkout's ``src`` (the
 baselines in docs/performance.md come from the commit before the bounds).
+``--baseline DIR`` runs each ``vf plan`` twice in the same run, this checkout
+and ``DIR`` (another checkout's ``src``, e.g. the commit before issue 27), and
+prints the ratio. ``2000-rt`` is the 2,000-node instance as a REALTIME flow:
+its processors are Deployments, so PodTopologySpread's default spreading
+applies (a BATCH flow's Jobs do not spread).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ INSTANCES = {  # name: (GPU nodes, CPU nodes, total pods or None for GPU pods on
     "issue-200": (200, 1, None, 2.0),
     "200": (190, 10, 1_000, 2.0),
     "2000": (1_900, 100, 10_000, 10.0),
+    "2000-rt": (1_900, 100, 10_000, 10.0),
 }
 MEMORY_TARGET_MB = 500
 
@@ -62,7 +68,12 @@ def write(name: str, root: Path) -> Path:
         json.dumps(gpu_pool(gpu_nodes, cpu_nodes=cpu_nodes))
     )
     (where / "cluster" / "pods.json").write_text(json.dumps(empty_pods()))
-    (where / "flow.json").write_text(gpu_flow(gpu_nodes, total_pods=total).to_json())
+    spec = gpu_flow(gpu_nodes, total_pods=total)
+    if name.endswith("-rt"):
+        from dataclasses import replace
+
+        spec = replace(spec, flow_type="realtime")
+    (where / "flow.json").write_text(spec.to_json())
     return where
 
 
@@ -138,14 +149,28 @@ def in_process(where: Path) -> dict[str, object]:
 def main() -> int:
     args = sys.argv[1:]
     src = None
+    baseline = None
     if args[:1] == ["--src"]:
         src, args = args[1], args[2:]
+    if args[:1] == ["--baseline"]:
+        baseline, args = args[1], args[2:]
     names = args or list(INSTANCES)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             where = write(name, Path(tmp))
             wall, rss, doc = whole_vf_plan(where, src)
+            if baseline is not None and doc is not None:
+                base_wall, base_rss, base_doc = whole_vf_plan(where, baseline)
+                base_sched = (base_doc or {}).get("scheduler") or {}
+                sched = doc.get("scheduler") or {}
+                print(
+                    f"{name}: vf plan {wall:.2f} s / {rss:.0f} MB (verdict {sched.get('verdict')}, "
+                    f"stranded {sched.get('stranded_range')}); baseline {base_wall:.2f} s / "
+                    f"{base_rss:.0f} MB (verdict {base_sched.get('verdict')}); ratio "
+                    f"{wall / base_wall:.2f}x"
+                )
+                continue
             target = INSTANCES[name][3]
             if doc is None:
                 print(f"{name}: vf plan FAILED after {wall:.1f} s, peak {rss:.0f} MB (4 GiB limit)")

@@ -332,7 +332,7 @@ def test_the_stranded_range_spans_every_outcome_explored(big: int, ones: int, tw
     window = prediction.window
     assume(window is not None and window.matters)
     assert window is not None
-    counts = [*window.full, *(r["stranded"] for r in window.runs)]
+    counts = [*(window.full or ()), *(r["stranded"] for r in window.runs)]
     assert prediction.stranded_range == (min(counts), max(counts))
     assert prediction.verdict != "lands"
     event(f"asserted: {prediction.verdict}")

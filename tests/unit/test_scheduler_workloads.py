@@ -339,7 +339,7 @@ def test_the_stranded_range_spans_the_full_window_and_the_windowed_runs() -> Non
     assert window is not None and window.to_find == 100 and window.widest > 100
     assert len(window.runs) == window.planned == 4
     low, high = prediction.stranded_range or (None, None)
-    counts = [*window.full, *(r["stranded"] for r in window.runs)]
+    counts = [*(window.full or ()), *(r["stranded"] for r in window.runs)]
     assert (low, high) == (min(counts), max(counts))
     assert prediction.verdict == ("strands" if low else "at-risk")
     assert f"{window.to_find} feasible nodes" in prediction.reason

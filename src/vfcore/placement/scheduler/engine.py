@@ -45,7 +45,7 @@ from vfcore.placement.scheduler.plugins import (
     EXISTING_ANTI_AFFINITY,
     normalize_interpod,
     spread_filter_fails,
-    spread_scores,
+    spread_scores_by_value,
 )
 from vfcore.placement.scheduler.preemption import (
     Candidate,
@@ -64,7 +64,11 @@ from vfcore.placement.scheduler.scoring import (
 from vfcore.placement.scheduler.workloads import HOSTNAME_KEY, Workload
 from vfcore.quantity import CPU, MEMORY, PODS
 
-__all__ = ["Budget", "Engine", "num_feasible_nodes_to_find"]
+__all__ = ["DYNAMIC_COST", "Budget", "Engine", "num_feasible_nodes_to_find"]
+
+#: Work units one node state costs a pod whose plugins are added per cycle (normalised across
+#: the feasible nodes, or spreading) instead of one: Python builds its plugin scores anew.
+DYNAMIC_COST = 8
 
 _MISSING = object()
 
@@ -128,6 +132,8 @@ class Engine:
         self._soft_raw: dict[tuple[int, int], tuple[int, int, int, int]] = {}
         self._soft_kind: dict[int, bool] = {}
         self._victim_vectors: dict[str, tuple[int, ...]] = {}
+        self._topologies: dict[tuple[int, int], tuple[bool, bool, tuple[str | None, ...]]] = {}
+        self._matching: dict[tuple[int, int], bool] = {}
 
     # compiling ----------------------------------------------------------------------
     def _kinds(self, pods: Sequence[PodRequest]) -> None:
@@ -299,11 +305,16 @@ class Engine:
 
     def _matches_affinity(self, kind: int, static: int) -> bool:
         """Whether the node matches the pod's node selector and required node affinity."""
-        pod = self.kind_pod[kind]
-        labels = self.static_labels[static]
-        if any(labels.get(k) != v for k, v in pod.node_selector):
-            return False
-        return pod.node not in self.affinity or pod.node in self.static_allowed[static]
+        key = (kind, static)
+        found = self._matching.get(key)
+        if found is None:
+            pod = self.kind_pod[kind]
+            labels = self.static_labels[static]
+            found = all(labels.get(k) == v for k, v in pod.node_selector) and (
+                pod.node not in self.affinity or pod.node in self.static_allowed[static]
+            )
+            self._matching[key] = found
+        return found
 
     def evaluate(self, kind: int, sid: int) -> int | None:
         """The total score of a pod of ``kind`` on a node in state ``sid``; None if it does not fit.
@@ -375,6 +386,10 @@ class Engine:
             self._soft_raw[key] = found
         return found
 
+    def cost(self, kind: int, states: int) -> int:
+        """The work units of scoring ``states`` node states for a pod of ``kind``."""
+        return states * (DYNAMIC_COST if self.is_dynamic(kind) else 1)
+
     def is_dynamic(self, kind: int) -> bool:
         """Whether the kind's score needs the per-cycle path (normalised or spread plugins)."""
         found = self._soft_kind.get(kind)
@@ -393,37 +408,60 @@ class Engine:
             self._soft_kind[kind] = found
         return found
 
+    def _topology(self, kind: int, static: int) -> tuple[bool, bool, tuple[str | None, ...]]:
+        """(matches the pod's node affinity, has every constraint's key, each key's value)."""
+        key = (kind, static)
+        found = self._topologies.get(key)
+        if found is None:
+            spread = self.kind_spread[kind]
+            assert spread is not None
+            labels = self.static_labels[static]
+            values = tuple(labels.get(c.topology_key) for c in spread.constraints)
+            found = (
+                self._matches_affinity(kind, static),
+                all(v is not None for v in values),
+                values,
+            )
+            self._topologies[key] = found
+        return found
+
     def _spread_counts(
-        self, kind: int, spread: WorkloadSpread, entries: Sequence[tuple[int, int]]
+        self, kind: int, spread: WorkloadSpread, entries: Iterable[tuple[int, int]]
     ) -> tuple[list[dict[str, int]], list[int]]:
         """Per constraint: matching pods per domain (nodes matching the pod's affinity), and
         the smallest count over the domains of the eligible nodes (for the hard filter)."""
-        domains: list[dict[str, int]] = [{} for _ in spread.constraints]
-        minimum: list[int | None] = [None] * len(spread.constraints)
-        keys = [c.topology_key for c in spread.constraints]
+        n = len(spread.constraints)
+        domains: list[dict[str, int]] = [{} for _ in range(n)]
+        minimum: list[int | None] = [None] * n
+        soft = [i for i, c in enumerate(spread.constraints) if not c.is_hard]
+        hard = [i for i, c in enumerate(spread.constraints) if c.is_hard]
+        host = [c.topology_key == HOSTNAME_KEY for c in spread.constraints]
+        slots = [self.slot_base + s for s in spread.slots]
+        require_all = spread.require_all
         for sid, count in entries:
             static, load = self.states[sid]
-            if not self._matches_affinity(kind, static):
+            matches, has_all, values = self._topology(kind, static)
+            if not matches:
                 continue
-            labels = self.static_labels[static]
-            has_all = all(k in labels for k in keys)
-            for i, (constraint, slot) in enumerate(
-                zip(spread.constraints, spread.slots, strict=True)
-            ):
-                pods = load[self.slot_base + slot]
-                if constraint.is_hard:
-                    if not has_all:
-                        continue
-                    if constraint.topology_key == HOSTNAME_KEY:
+            if not require_all or has_all:
+                for i in soft:
+                    pods = load[slots[i]]
+                    if pods:
+                        value = values[i] or ""
+                        domains[i][value] = domains[i].get(value, 0) + pods * count
+                    elif not host[i]:
+                        domains[i].setdefault(values[i] or "", 0)
+            if has_all:
+                for i in hard:
+                    pods = load[slots[i]]
+                    if host[i]:
                         low = minimum[i]
                         minimum[i] = pods if low is None else min(low, pods)
-                        continue
-                elif spread.require_all and not has_all:
-                    continue
-                value = labels.get(constraint.topology_key, "")
-                domains[i][value] = domains[i].get(value, 0) + pods * count
-        for i, constraint in enumerate(spread.constraints):
-            if constraint.is_hard and constraint.topology_key != HOSTNAME_KEY:
+                    else:
+                        value = values[i] or ""
+                        domains[i][value] = domains[i].get(value, 0) + pods * count
+        for i in hard:
+            if not host[i]:
                 minimum[i] = min(domains[i].values(), default=0)
         return domains, [m or 0 for m in minimum]
 
@@ -490,10 +528,20 @@ class Engine:
             extra.append(
                 (
                     self.config.spread_weight,
-                    spread_scores(
+                    spread_scores_by_value(
                         spread.constraints,
                         require_all=spread.require_all,
-                        labels=[self.static_labels[self.states[sid][0]] for sid, _, _ in feasible],
+                        values=[
+                            tuple(
+                                "" if c.topology_key == HOSTNAME_KEY else v
+                                for c, v in zip(
+                                    spread.constraints,
+                                    self._topology(kind, self.states[sid][0])[2],
+                                    strict=True,
+                                )
+                            )
+                            for sid, _, _ in feasible
+                        ],
                         own_counts=[
                             [self.states[sid][1][self.slot_base + s] for s in spread.slots]
                             for sid, _, _ in feasible

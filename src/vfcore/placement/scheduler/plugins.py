@@ -64,6 +64,7 @@ __all__ = [
     "spread_filter_fails",
     "spread_raw_score",
     "spread_scores",
+    "spread_scores_by_value",
     "topology_weight",
 ]
 
@@ -157,38 +158,63 @@ def spread_scores(
     ...               own_counts=[[1, 1], [0, 1], [0, 1]], domain_counts=[{}, {"z1": 1}])
     [77, 100, 100]
     """
-    soft = [c for c in constraints if not c.is_hard]
+    values = [
+        tuple(
+            "" if c.topology_key == HOSTNAME_KEY else lab.get(c.topology_key) for c in constraints
+        )
+        for lab in labels
+    ]
+    return spread_scores_by_value(
+        constraints,
+        require_all=require_all,
+        values=values,
+        own_counts=own_counts,
+        domain_counts=domain_counts,
+        multiplicity=multiplicity,
+    )
+
+
+def spread_scores_by_value(
+    constraints: Sequence[SpreadConstraint],
+    *,
+    require_all: bool,
+    values: Sequence[Sequence[str | None]],
+    own_counts: Sequence[Sequence[int]],
+    domain_counts: Sequence[Mapping[str, int]],
+    multiplicity: Sequence[int] | None = None,
+) -> list[int]:
+    """:func:`spread_scores` with each node's topology value per constraint already looked up
+    (``values[j][i]``: ``None`` when node ``j`` lacks constraint ``i``'s key; the hostname
+    key is always there)."""
     index = [i for i, c in enumerate(constraints) if not c.is_hard]
-    if not soft:
-        return [0] * len(labels)
-    mult = list(multiplicity) if multiplicity is not None else [1] * len(labels)
-    keyed = [{HOSTNAME_KEY: "", **dict(lab)} for lab in labels]
-    ignored = [require_all and any(c.topology_key not in lab for c in soft) for lab in keyed]
-    weights: list[float] = []
-    for constraint in soft:
-        if constraint.topology_key == HOSTNAME_KEY:
+    if not index:
+        return [0] * len(values)
+    mult = list(multiplicity) if multiplicity is not None else [1] * len(values)
+    ignored = [require_all and any(v[i] is None for i in index) for v in values]
+    weights: dict[int, float] = {}
+    for i in index:
+        if constraints[i].topology_key == HOSTNAME_KEY:
             size = sum(m for m, skip in zip(mult, ignored, strict=True) if not skip)
         else:
-            values = {
-                lab.get(constraint.topology_key, "")
-                for lab, skip in zip(keyed, ignored, strict=True)
-                if not skip
-            }
-            size = len(values)
-        weights.append(topology_weight(size))
+            size = len({v[i] or "" for v, skip in zip(values, ignored, strict=True) if not skip})
+        weights[i] = topology_weight(size)
     raw: list[int | None] = []
-    for j, lab in enumerate(keyed):
+    for j, v in enumerate(values):
         if ignored[j]:
             raw.append(None)
             continue
-        counts = []
-        for constraint, i in zip(soft, index, strict=True):
-            key = constraint.topology_key
-            if key == HOSTNAME_KEY:
-                counts.append(own_counts[j][i])
+        score = 0.0
+        for i in index:
+            value = v[i]
+            if value is None:
+                continue  # the node lacks the key: the constraint adds nothing
+            constraint = constraints[i]
+            if constraint.topology_key == HOSTNAME_KEY:
+                count = own_counts[j][i]
             else:
-                counts.append(domain_counts[i].get(lab.get(key, ""), 0))
-        raw.append(spread_raw_score(soft, weights, lab, counts))
+                count = domain_counts[i].get(value, 0)
+            score += float(count) * weights[i] + float(constraint.max_skew - 1)
+        raw.append(go_round(score))
     return normalize_spread(raw)
 
 

@@ -234,9 +234,11 @@ def _explore(engine: Engine, budget: int, meter: Budget | None = None) -> tuple[
                 frame.tail = hit
                 return
             visited += 1
-            if visited > budget or (meter is not None and not meter.charge(len(state))):
-                raise _OverBudget
             kind = engine.kind_of[i]
+            if visited > budget or (
+                meter is not None and not meter.charge(engine.cost(kind, len(state)))
+            ):
+                raise _OverBudget
             sizes = dict(state) if dynamic[kind] else None
             _, tied = engine.best(kind, (sid for sid, _ in state), sizes)
             if not tied:
@@ -488,9 +490,9 @@ def _with_window(
     all explored).
     """
     widest, to_find = window
-    full = prediction.stranded_range or (0, 0)
     if widest <= to_find:
         return prediction
+    full = prediction.stranded_range
     order = scheduler_node_order(engine.cluster)
     meter = budget.share(DEFAULT_WINDOW_WORK)
     done: list[WindowRun] = []
@@ -513,8 +515,7 @@ def _with_window(
         planned=len(planned),
     )
     n = len(prediction.order)
-    counts = [full[0], full[1], *(r.stranded for r in done)]
-    low, high = min(counts), max(counts)
+    counts = [*(full or ()), *(r.stranded for r in done)]
     cause = (
         f"a pod fits on up to {widest} nodes and kube-scheduler scores only the first "
         f"{to_find} feasible nodes it finds (numFeasibleNodesToFind of {len(order)}), its scan "
@@ -532,13 +533,18 @@ def _with_window(
         )
         reason = f"{prediction.reason}; but {cause}, and {why}: {outcome}"
         return replace(prediction, verdict=verdict, reason=reason, window=report)
+    low, high = min(counts), max(counts)
     window_low, window_high = report.window_range or (0, 0)
     window_verdict: Verdict = "strands" if low > 0 else "at-risk"
     said = f"{low}–{high}" if low != high else str(low)
+    scored = (
+        f"{full[0]}–{full[1]} with every feasible node scored ({prediction.reason})"
+        if full is not None
+        else f"no outcome with every feasible node scored finished ({prediction.reason})"
+    )
     reason = (
-        f"{said} of {n} pods strand: {full[0]}–{full[1]} with every feasible node scored "
-        f"({prediction.reason}), {window_low}–{window_high} over {len(done)} run(s) of the scan "
-        f"window; {cause}"
+        f"{said} of {n} pods strand: {scored}, {window_low}–{window_high} over {len(done)} "
+        f"run(s) of the scan window; {cause}"
     )
     if high == 0:
         reason += "; the windows are sampled, not all explored: at-risk rather than lands"

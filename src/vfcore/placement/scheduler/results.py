@@ -115,7 +115,8 @@ class WindowReport:
     ``to_find`` of ``nodes`` feasible nodes are scored per pod
     (``numFeasibleNodesToFind``); ``widest`` is the most nodes any pod fits
     on. ``full`` is the stranded count over the outcomes explored with every
-    feasible node scored (the tie search), ``runs`` the windowed runs
+    feasible node scored (the tie search; ``None`` when none finished),
+    ``runs`` the windowed runs
     (:class:`vfcore.placement.scheduler.window.WindowRun` documents: start
     index, jitter seed, stranded), ``planned`` how many were to run (fewer
     ran when the work bound or time limit cut them short).
@@ -124,7 +125,7 @@ class WindowReport:
     nodes: int
     to_find: int
     widest: int
-    full: tuple[int, int]
+    full: tuple[int, int] | None
     runs: tuple[dict[str, Any], ...]
     planned: int
 
@@ -145,7 +146,7 @@ class WindowReport:
             "to_find": self.to_find,
             "widest": self.widest,
             "matters": self.matters,
-            "full_window_stranded": list(self.full),
+            "full_window_stranded": None if self.full is None else list(self.full),
             "windowed_stranded": None if window is None else list(window),
             "runs": list(self.runs),
             "planned_runs": self.planned,

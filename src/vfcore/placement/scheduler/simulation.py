@@ -147,7 +147,8 @@ def run_greedy(engine: Engine, policy: TiePolicy) -> Simulation:
 
 
 def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Simulation | None:
-    """One run under ``policy``; None when ``budget`` runs out first (each pod costs its node states)."""
+    """One run under ``policy``; None when ``budget`` runs out first (each pod costs its node
+    states, :meth:`Engine.cost`)."""
     classes = engine.initial_classes()
     placements: list[tuple[str, str]] = []
     stranded: list[PodRequest] = []
@@ -156,7 +157,7 @@ def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Sim
     dynamic = [engine.is_dynamic(k) for k in range(len(engine.kind_pod))]
     for position, pod in enumerate(engine.pods):
         kind = engine.kind_of[position]
-        if budget is not None and not budget.charge(len(classes)):
+        if budget is not None and not budget.charge(engine.cost(kind, len(classes))):
             return None
         sizes = {s: len(m) for s, m in classes.items()} if dynamic[kind] else None
         top, tied = engine.best(kind, classes, sizes)

@@ -49,6 +49,7 @@ from vfcore.placement.scheduler.results import Simulation, Step
 from vfcore.placement.scheduler.simulation import finish_run, rebind
 
 __all__ = [
+    "DYNAMIC_STATE_COST",
     "FILTER_WORKERS",
     "WindowRun",
     "chunk_size",
@@ -59,6 +60,9 @@ __all__ = [
 
 #: kube-scheduler's default ``parallelism``: workers filtering nodes at once.
 FILTER_WORKERS = 16
+#: What one node state costs, in vectorised node checks, for a pod whose plugins are added per
+#: cycle in Python (spreading, normalised plugins): about fifty times one numpy node check.
+DYNAMIC_STATE_COST = 50
 _ZONE_LABELS = ("failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone")
 _REGION_LABELS = ("failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/region")
 
@@ -170,7 +174,8 @@ def run_windowed(
     ``FILTER_WORKERS`` chunks (parallel filtering); without, the first
     ``to_find`` in list order. A pod that fits no node preempts as in
     :func:`.simulation.run_bounded`. Each pod costs ``len(order)`` work units
-    of ``budget``; ``None`` when it runs out.
+    of ``budget`` (plus :data:`DYNAMIC_STATE_COST` per node state when its
+    plugins run per cycle); ``None`` when it runs out.
     """
     n = len(order)
     position = {name: i for i, name in enumerate(order)}
@@ -187,10 +192,12 @@ def run_windowed(
     stranded: list[PodRequest] = []
     steps: list[Step] = []
     preemptions: list[Preemption] = []
+    dynamic = [engine.is_dynamic(k) for k in range(len(engine.kind_pod))]
     for index, pod in enumerate(engine.pods):
-        if budget is not None and not budget.charge(n):
-            return None
         kind = engine.kind_of[index]
+        cost = n + (DYNAMIC_STATE_COST * len(classes) if dynamic[kind] else 0)
+        if budget is not None and not budget.charge(cost):
+            return None
         rotated = np.concatenate((node_sid[start:], node_sid[:start]))
         base = scores.of(kind, rotated)
         feasible = np.flatnonzero(base >= 0)
@@ -220,7 +227,7 @@ def run_windowed(
             preemptions.append(report)
             continue
         window_sids = rotated[found]
-        if engine.is_dynamic(kind):
+        if dynamic[kind]:
             in_window: dict[int, int] = {}
             for sid in window_sids.tolist():
                 in_window[sid] = in_window.get(sid, 0) + 1

@@ -226,8 +226,8 @@ def write_render(
             try:
                 with open(current, "x", encoding="utf-8") as handle:  # never through a symlink
                     handle.write(text)
-            except OSError:
-                current.unlink(missing_ok=True)  # no half file: the next render finds none
+            except BaseException:  # a full disk, Ctrl-C, SIGTERM: no half file is left
+                current.unlink(missing_ok=True)
                 raise
             paths.append(current)
         current = out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,44 @@ def test_a_running_pod_whose_node_cannot_be_read_leaves_the_live_plan_unknown(
     )
     strict = run_vf("plan", flow, "--kube", "--kubeconfig", kubeconfig, "--strict-preflight")
     assert strict.returncode == 3
+
+
+def test_status_and_teardown_never_read_what_they_cannot_read_as_zero_or_gone(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    from vfcore.runtime.manifests import flow_label
+
+    flow = tmp_path / "flow.py"
+    flow.write_text(FLOW.format(gpus=1), encoding="utf-8")
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    labels = {"app.kubernetes.io/managed-by": "vf", "vfcore.io/flow": flow_label("kube"),
+              "vfcore.io/run": "r1"}  # fmt: skip
+    odd = [
+        ("apps/v1/statefulsets", {"kind": "StatefulSet", "spec": {"replicas": "three"},
+                                  "status": [1]}),
+        ("apps/v1/deployments", {"kind": "Deployment", "spec": [], "status": {"readyReplicas": -1}}),
+        ("batch/v1/jobs", {"kind": "Job", "spec": {"completions": True}, "status": "done"}),
+        ("v1/pods", {"kind": "Pod", "spec": {"nodeName": 5}, "status": {"phase": ["Running"]}}),
+    ]  # fmt: skip
+    for i, (resource, body) in enumerate(odd):
+        fake.put(resource, "default", {**body, "metadata": {"name": f"odd-{i}", "labels": labels}})
+    result = run_vf("status", flow, "--kubeconfig", kubeconfig, "--run", "r1", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = one_json_document(result)
+    rows = {w["name"]: w for w in doc["workloads"]}
+    assert rows["odd-0"]["desired"] is None and rows["odd-0"]["state"] == "unknown"
+    assert rows["odd-1"]["ready"] is None and rows["odd-1"]["state"] == "unknown"
+    assert rows["odd-2"]["desired"] is None
+    assert doc["pods"][0]["host"] is None and doc["pods"][0]["state"] == "Unknown"
+    text = run_vf("status", flow, "--kubeconfig", kubeconfig, "--run", "r1")
+    assert text.returncode == 0 and "?/" in text.stdout, text.stderr
+
+    def unname(h: Any) -> None:  # the API returns an object whose name vf cannot read
+        for obj in h.objects.values():
+            if (obj.raw.get("metadata") or {}).get("name") == "odd-3":
+                obj.raw["metadata"]["name"] = 5
+
+    fake.call(unname)
+    teardown = run_vf("teardown", flow, "--kubeconfig", kubeconfig, "--run", "r1")
+    assert teardown.returncode == 1, teardown.stderr
+    assert "error: kube-list-unreadable" in teardown.stderr and "all gone" not in teardown.stdout

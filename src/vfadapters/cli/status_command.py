@@ -135,7 +135,8 @@ def _print(doc: dict[str, Any], out: TextIO) -> None:
     out.write(f"flow {doc['flow']} run {doc['run']} in {doc['namespace']}\n")
     rows = [["KIND", "NAME", "STATE", "READY/DESIRED"]]
     for w in doc["workloads"]:
-        rows.append([w["kind"], str(w["name"]), str(w["state"]), f"{w['ready']}/{w['desired']}"])
+        ready, desired = ("?" if w[k] is None else w[k] for k in ("ready", "desired"))
+        rows.append([w["kind"], str(w["name"]), str(w["state"]), f"{ready}/{desired}"])
     if len(rows) > 1:
         out.write("\nworkloads\n")
         table(rows, out)

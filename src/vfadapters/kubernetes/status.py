@@ -62,39 +62,56 @@ def find_runs(client: KubeClient, namespace: str, flow_label: str) -> list[str]:
     runs: set[str] = set()
     for kind, api, plural in STATUS_KINDS:
         for item in _list(client, namespace, api, plural, kind, selector):
-            run = ((item.get("metadata") or {}).get("labels") or {}).get("vfcore.io/run")
+            run = _mapping(_mapping(item.get("metadata")).get("labels")).get("vfcore.io/run")
             if isinstance(run, str) and run:
                 runs.add(run)
     return sorted(runs)
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is an object; ``{}`` otherwise (what cannot be read is not there)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _count(value: object, default: int | None = None) -> int | None:
+    """A replica count as the API gives it: an int >= 0, ``default`` when absent, else unknown."""
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None  # a count that cannot be read is unknown, never 0
+
+
 def _conditions(obj: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for c in (obj.get("status") or {}).get("conditions") or []:
+    conditions = _mapping(obj.get("status")).get("conditions")
+    for c in conditions if isinstance(conditions, list) else []:
         if isinstance(c, Mapping) and isinstance(c.get("type"), str):
             out[c["type"]] = str(c.get("status"))
     return out
 
 
 def _workload_row(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    """One object's row; a field the API returned in a shape vf cannot read is unknown."""
+    meta = _mapping(obj.get("metadata"))
+    spec = _mapping(obj.get("spec"))
+    status = _mapping(obj.get("status"))
+    labels = _mapping(meta.get("labels"))
     row: dict[str, Any] = {
         "kind": kind,
         "name": meta.get("name"),
-        "node": (meta.get("labels") or {}).get("vfcore.io/node"),
-        "component": (meta.get("labels") or {}).get("app.kubernetes.io/component"),
+        "node": labels.get("vfcore.io/node"),
+        "component": labels.get("app.kubernetes.io/component"),
     }
     if kind in ("Deployment", "StatefulSet"):
-        desired = int(spec.get("replicas", 1) or 0)
-        ready = int(status.get("readyReplicas") or 0)
-        row.update(
-            desired=desired, ready=ready, state="ready" if ready >= desired else "progressing"
-        )
+        desired = _count(spec.get("replicas"), 1)
+        ready = _count(status.get("readyReplicas"), 0)
+        known = desired is not None and ready is not None
+        state = "unknown" if not known else "ready" if ready >= desired else "progressing"  # type: ignore[operator]
+        row.update(desired=desired, ready=ready, state=state)
     elif kind == "Job":
-        desired = int(spec.get("completions", 1) or 0)
-        succeeded = int(status.get("succeeded") or 0)
+        desired = _count(spec.get("completions"), 1)
+        succeeded = _count(status.get("succeeded"), 0)
         conds = _conditions(obj)
         state = (
             "complete"
@@ -106,18 +123,18 @@ def _workload_row(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         row.update(
             desired=desired,
             ready=succeeded,
-            active=int(status.get("active") or 0),
-            failed=int(status.get("failed") or 0),
+            active=_count(status.get("active"), 0),
+            failed=_count(status.get("failed"), 0),
             state=state,
         )
     elif kind == "Pod":
         conds = _conditions(obj)
-        phase = status.get("phase") or "Unknown"
+        phase = status.get("phase") if isinstance(status.get("phase"), str) else "Unknown"
         row.update(
             state=phase,
             ready=conds.get("Ready") == "True",
             scheduled=conds.get("PodScheduled"),
-            host=spec.get("nodeName"),
+            host=spec.get("nodeName") if isinstance(spec.get("nodeName"), str) else None,
         )
     return row
 
@@ -138,12 +155,13 @@ def _scalers(client: KubeClient, namespace: str, selector: str) -> dict[str, Any
         return {"known": False, "reason": why, "items": []}
     items = []
     for so in doc["items"]:
-        spec = so.get("spec") or {}
+        so = _mapping(so)
+        spec = _mapping(so.get("spec"))
         conds = _conditions(so)
         items.append(
             {
-                "name": (so.get("metadata") or {}).get("name"),
-                "target": (spec.get("scaleTargetRef") or {}).get("name"),
+                "name": _mapping(so.get("metadata")).get("name"),
+                "target": _mapping(spec.get("scaleTargetRef")).get("name"),
                 "min": spec.get("minReplicaCount"),
                 "max": spec.get("maxReplicaCount"),
                 "ready": conds.get("Ready", "Unknown"),

@@ -13,8 +13,9 @@ without kube-controller-manager never removes.) The broker's PersistentVolumeCla
 labels (the StatefulSet's claim template sets them), so they go too.
 
 Nothing else is touched: an object without every label of the selector is
-never listed, so never deleted. A listing that fails is an error (the run's
-state is unknown), never "nothing to delete".
+never listed, so never deleted. A listing that fails, or returns an item
+without a readable name, is an error (the run's state is unknown), never
+"nothing to delete" or "all gone".
 """
 
 from __future__ import annotations
@@ -99,12 +100,18 @@ def find_run_objects(
                 "RBAC) and retry",
             )
         for item in doc["items"]:
-            if not isinstance(item, dict):
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+                raise KubeApiError(
+                    "kube-list-unreadable",
+                    f"listing {plural} in {namespace} ({selector}) returned an item without a "
+                    f"readable metadata.name ({str(item)[:120]}): vf cannot delete it, or tell "
+                    "whether it is gone",
+                    "the run's state is unknown; check the API server (kubectl get "
+                    f"{plural} -n {namespace} -l {selector}) and retry",
+                )
+            if skip_pods_of_controllers and kind == "Pod" and meta.get("ownerReferences"):
                 continue
-            if skip_pods_of_controllers and kind == "Pod":
-                owners = (item.get("metadata") or {}).get("ownerReferences") or []
-                if owners:
-                    continue
             found.append((kind, api_version, plural, item))
     return found
 

@@ -314,3 +314,29 @@ def test_ctrl_c_leaves_the_run(fake: FakeKube, tmp_path: Path) -> None:
     assert fake.get("batch/v1/jobs", NS, "demo-infer") is not None  # nothing deleted
     deletes = fake.call(lambda h: [r for r in h._requests if r.method.value.upper() == "DELETE"])
     assert deletes == []
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda j: j.__setitem__("status", [1]), "an item cannot be read"),
+        (lambda j: j.__setitem__("spec", "x"), "an item cannot be read"),
+        (lambda j: j["status"].__setitem__("conditions", "Complete"), "is not a list"),
+        (
+            lambda j: j["status"].__setitem__("succeeded", "1"),
+            "status.succeeded = '1' is not a count",
+        ),
+    ],
+    ids=["status a list", "spec a string", "conditions a string", "succeeded a string"],
+)
+def test_a_job_the_wait_cannot_read_is_never_completed(
+    fake: FakeKube, tmp_path: Path, change: Any, said: str
+) -> None:
+    """Issue 23: an object of the wrong shape is the run's state unknown, never a crash or done."""
+    fake.put("batch/v1/jobs", NS, job("demo-src", "Complete"))
+    broken = job("demo-infer", "Complete")
+    change(broken)
+    fake.put("batch/v1/jobs", NS, broken)
+    result = wait_for_run(client_for(fake, tmp_path), options())
+    assert result.outcome == "unreadable" and not result.ok, result.message
+    assert said in result.message

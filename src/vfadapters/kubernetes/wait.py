@@ -173,7 +173,27 @@ def _list(client: KubeClient, path: str, kind: str, selector: str) -> list[Mappi
     if doc is None:
         assert failed is not None
         raise _Unreadable(f"{kind}: {failed.status_line()}")
-    return [i for i in doc["items"] if isinstance(i, Mapping)]
+    items: list[Mapping[str, Any]] = []
+    for item in doc["items"]:
+        fields = ("metadata", "spec", "status")
+        if not isinstance(item, Mapping) or not all(
+            isinstance(item.get(f) or {}, Mapping) for f in fields
+        ):
+            # what the wait cannot read is never "complete" or "ready": the run's state is unknown
+            raise _Unreadable(f"{kind}: an item cannot be read ({str(item)[:120]})")
+        status = item.get("status") or {}
+        conditions = status.get("conditions")
+        if conditions is not None and not isinstance(conditions, list):
+            raise _Unreadable(f"{kind}: {_name(item)}'s status.conditions is not a list")
+        counts = [("spec.replicas", (item.get("spec") or {}).get("replicas"))]
+        counts += [(f"status.{k}", status.get(k)) for k in ("readyReplicas", "succeeded")]
+        for where, value in counts:
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise _Unreadable(f"{kind}: {_name(item)}'s {where} = {value!r} is not a count")
+        items.append(item)
+    return items
 
 
 def _ns_path(api: str, namespace: str, plural: str) -> str:

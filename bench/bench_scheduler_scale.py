@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,8 @@ INSTANCES = {  # name: (GPU nodes, CPU nodes, total pods or None for GPU pods on
     "2000-rt": (1_900, 100, 10_000, 10.0),
 }
 MEMORY_TARGET_MB = 500
+#: ``--baseline``: runs of each side, alternating; the medians are compared.
+REPEATS = 3
 
 
 def _limit() -> None:
@@ -161,14 +164,22 @@ def main() -> int:
             where = write(name, Path(tmp))
             wall, rss, doc = whole_vf_plan(where, src)
             if baseline is not None and doc is not None:
-                base_wall, base_rss, base_doc = whole_vf_plan(where, baseline)
+                walls, base_walls = [wall], []
+                base_rss, base_doc = 0.0, None
+                for k in range(REPEATS):  # alternate, so both see the same noise
+                    base_wall, base_rss, base_doc = whole_vf_plan(where, baseline)
+                    base_walls.append(base_wall)
+                    if k + 1 < REPEATS:
+                        walls.append(whole_vf_plan(where, src)[0])
+                new_s, base_s = statistics.median(walls), statistics.median(base_walls)
                 base_sched = (base_doc or {}).get("scheduler") or {}
                 sched = doc.get("scheduler") or {}
                 print(
-                    f"{name}: vf plan {wall:.2f} s / {rss:.0f} MB (verdict {sched.get('verdict')}, "
-                    f"stranded {sched.get('stranded_range')}); baseline {base_wall:.2f} s / "
-                    f"{base_rss:.0f} MB (verdict {base_sched.get('verdict')}); ratio "
-                    f"{wall / base_wall:.2f}x"
+                    f"{name}: vf plan median {new_s:.2f} s {[round(w, 2) for w in walls]} / "
+                    f"{rss:.0f} MB (verdict {sched.get('verdict')}, stranded "
+                    f"{sched.get('stranded_range')}); baseline median {base_s:.2f} s "
+                    f"{[round(w, 2) for w in base_walls]} / {base_rss:.0f} MB (verdict "
+                    f"{base_sched.get('verdict')}); ratio {new_s / base_s:.2f}x"
                 )
                 continue
             target = INSTANCES[name][3]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from vfadapters.kubernetes.client import KubeApiError, KubeClient
-from vfadapters.kubernetes.snapshot import list_all, read_documents
+from vfadapters.kubernetes.snapshot import list_all, read_documents, snapshot_of
 
 __all__ = [
     "PDBS_PATH",
@@ -57,17 +57,8 @@ def read_snapshot_and_facts(client: KubeClient) -> tuple[Any, Any]:
 
     Raises :class:`KubeApiError` as :func:`~vfadapters.kubernetes.snapshot.read_snapshot` does.
     """
-    from vfcore.cluster import snapshot_from_kubernetes
-
     nodes, pods, runtime_classes = read_documents(client)
-    cluster = snapshot_from_kubernetes(
-        nodes,
-        pods,
-        runtime_classes,
-        nodes_source="the API's node listing",
-        pods_source="the API's pod listing",
-        runtime_classes_source="the API's RuntimeClass listing",
-    )
+    cluster = snapshot_of(nodes, pods, runtime_classes)
     return cluster, read_facts(client, nodes, pods)
 
 

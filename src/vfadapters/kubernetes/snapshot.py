@@ -30,7 +30,14 @@ from typing import Any
 from vfadapters.kubernetes.client import KubeApiError, KubeClient, Response
 from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes
 
-__all__ = ["MAX_PAGES", "PAGE_SIZE", "list_all", "read_documents", "read_snapshot"]
+__all__ = [
+    "MAX_PAGES",
+    "PAGE_SIZE",
+    "list_all",
+    "read_documents",
+    "read_snapshot",
+    "snapshot_of",
+]
 
 #: Items per page of a listing.
 PAGE_SIZE = 500
@@ -165,7 +172,11 @@ def read_documents(client: KubeClient) -> tuple[Any, Any, Any]:
 
 def read_snapshot(client: KubeClient) -> ClusterSnapshot:
     """The cluster ``client`` points at, as a snapshot (see the module docstring)."""
-    nodes, pods, runtime_classes = read_documents(client)
+    return snapshot_of(*read_documents(client))
+
+
+def snapshot_of(nodes: Any, pods: Any, runtime_classes: Any) -> ClusterSnapshot:
+    """The snapshot of the three listings :func:`read_documents` returned."""
     return snapshot_from_kubernetes(
         nodes,
         pods,

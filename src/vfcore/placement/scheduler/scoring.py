@@ -61,7 +61,11 @@ from typing import Any, Literal
 from vfcore.cluster import NodeState, Taint, Toleration
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.scheduler.workloads import SYSTEM_DEFAULT_SPREAD, SpreadConstraint
+from vfcore.placement.scheduler.workloads import (
+    SYSTEM_DEFAULT_SPREAD,
+    SpreadConstraint,
+    requirement_holds,
+)
 from vfcore.quantity import CPU, MEMORY
 
 __all__ = [
@@ -618,14 +622,8 @@ class PreferredTerm:
     def matches(self, labels: Mapping[str, str]) -> bool:
         for key, operator, values in self.expressions:
             value = labels.get(key)
-            if operator == "In":
-                ok = value is not None and value in values
-            elif operator == "NotIn":
-                ok = value is None or value not in values
-            elif operator == "Exists":
-                ok = value is not None
-            elif operator == "DoesNotExist":
-                ok = value is None
+            if operator not in ("Gt", "Lt"):
+                ok = requirement_holds(value, operator, values)
             else:  # Gt / Lt: one integer value, compared with the label parsed as an integer
                 try:
                     have, bound = int(value or ""), int(values[0])

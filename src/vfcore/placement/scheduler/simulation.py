@@ -30,6 +30,7 @@ __all__ = [
     "finish_run",
     "normalise_affinity",
     "ordered_pods",
+    "preempt_and_bind",
     "rebind",
     "run_bounded",
     "run_greedy",
@@ -162,17 +163,11 @@ def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Sim
         sizes = {s: len(m) for s, m in classes.items()} if dynamic[kind] else None
         top, tied = engine.best(kind, classes, sizes)
         if not tied:
-            preempted = (
-                engine.preempt(kind, pod.pod, sizes or {s: len(m) for s, m in classes.items()})
-                if engine.can_preempt(kind)
-                else None
-            )
-            if preempted is None:
+            report = preempt_and_bind(engine, kind, pod, classes)
+            if report is None:
                 stranded.append(pod)
                 steps.append(Step(pod.pod, None, None, 0, 0))
                 continue
-            source, target, report = preempted
-            rebind(classes, source, 0, target)
             placements.append((pod.pod, report.node))
             steps.append(Step(pod.pod, report.node, None, 0, 0))
             preemptions.append(report)
@@ -183,6 +178,21 @@ def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Sim
         placements.append((pod.pod, name))
         steps.append(Step(pod.pod, name, top, tied_nodes, len(tied)))
     return finish_run(engine, policy.name, classes, placements, stranded, steps, preemptions)
+
+
+def preempt_and_bind(
+    engine: Engine, kind: int, pod: PodRequest, classes: dict[int, list[str]]
+) -> Preemption | None:
+    """DefaultPreemption for ``pod``, which fits no node: the victims' node takes its new state
+    (victims gone, the pod bound) in ``classes``; None when nothing can be preempted."""
+    if not engine.can_preempt(kind):
+        return None
+    preempted = engine.preempt(kind, pod.pod, {s: len(m) for s, m in classes.items()})
+    if preempted is None:
+        return None
+    source, target, report = preempted
+    rebind(classes, source, 0, target)
+    return report
 
 
 def rebind(classes: dict[int, list[str]], sid: int, member: int, target: int) -> str:

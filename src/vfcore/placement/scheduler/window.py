@@ -46,7 +46,7 @@ from vfcore.placement.claims import PodRequest
 from vfcore.placement.scheduler.engine import Budget, Engine
 from vfcore.placement.scheduler.preemption import Preemption
 from vfcore.placement.scheduler.results import Simulation, Step
-from vfcore.placement.scheduler.simulation import finish_run, rebind
+from vfcore.placement.scheduler.simulation import finish_run, preempt_and_bind, rebind
 
 __all__ = [
     "DYNAMIC_STATE_COST",
@@ -213,15 +213,14 @@ def run_windowed(
         origin = start
         start = (start + processed) % n
         if not len(found):
-            sizes = {s: len(m) for s, m in classes.items()}
-            preempted = engine.preempt(kind, pod.pod, sizes) if engine.can_preempt(kind) else None
-            if preempted is None:
+            report = preempt_and_bind(engine, kind, pod, classes)
+            if report is None:
                 stranded.append(pod)
                 steps.append(Step(pod.pod, None, None, 0, 0))
                 continue
-            source, target, report = preempted
-            rebind(classes, source, 0, target)
-            node_sid[position[report.node]] = target
+            node_sid[position[report.node]] = next(
+                s for s, m in classes.items() if report.node in m
+            )
             placements.append((pod.pod, report.node))
             steps.append(Step(pod.pod, report.node, None, 0, 0))
             preemptions.append(report)

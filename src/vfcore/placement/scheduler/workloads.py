@@ -44,6 +44,7 @@ __all__ = [
     "SpreadConstraint",
     "Workload",
     "WorkloadKind",
+    "requirement_holds",
     "workloads_from_objects",
     "workloads_from_spec",
 ]
@@ -92,19 +93,10 @@ class LabelSelector:
         for key, value in self.match_labels:
             if labels.get(key) != value:
                 return False
-        for key, operator, values in self.expressions:
-            have = labels.get(key)
-            if operator == "In":
-                ok = have is not None and have in values
-            elif operator == "NotIn":
-                ok = have is None or have not in values
-            elif operator == "Exists":
-                ok = have is not None
-            else:
-                ok = have is None
-            if not ok:
-                return False
-        return True
+        return all(
+            requirement_holds(labels.get(key), operator, values)
+            for key, operator, values in self.expressions
+        )
 
     def merged(self, other: LabelSelector) -> LabelSelector:
         """Both selectors' requirements (``selector.Add``): what ``DefaultSelector`` builds."""
@@ -146,6 +138,24 @@ class LabelSelector:
                 raise _invalid(where, f"matchExpressions[{i}] is not key/operator/values")
             expressions.append((key, str(operator), tuple(values)))
         return cls(tuple(labels.items()), tuple(expressions))
+
+
+def requirement_holds(have: str | None, operator: str, values: Sequence[str]) -> bool:
+    """One ``In``/``NotIn``/``Exists``/``DoesNotExist`` requirement against a label's value
+    (``None``: the label is absent); any other operator holds nowhere.
+
+    >>> requirement_holds("a", "In", ["a", "b"]), requirement_holds(None, "NotIn", ["a"])
+    (True, True)
+    """
+    if operator == "In":
+        return have is not None and have in values
+    if operator == "NotIn":
+        return have is None or have not in values
+    if operator == "Exists":
+        return have is not None
+    if operator == "DoesNotExist":
+        return have is None
+    return False
 
 
 def _invalid(where: str, why: str) -> InvalidInputError:

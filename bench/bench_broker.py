@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE))
 from bench_local import FLOW, REALTIME_FLOW  # noqa: E402
 from vfadapters.broker.run import EMBEDDED_MAX_PAYLOAD, BrokerRunOptions, run_on_broker  # noqa: E402
 from vfadapters.broker.server import NatsServer, find_nats_server  # noqa: E402
-from vfadapters.local.options import RunOptions  # noqa: E402
+from vfadapters.runtime.options import RunOptions  # noqa: E402
 
 VIDEOFLOW_MSG_S = 84.0
 N_SMALL = 100_000

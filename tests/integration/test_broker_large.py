@@ -31,7 +31,7 @@ from vfadapters.broker.client import api_request, delete_topology, is_not_found
 from vfadapters.broker.run import BrokerRunOptions, run_on_broker
 from vfadapters.broker.server import NatsServer
 from vfadapters.loading import load_runnable
-from vfadapters.local.options import RunOptions
+from vfadapters.runtime.options import RunOptions
 from vfcore.runtime import BrokerTopology, broker_topology
 
 MIB = 1 << 20

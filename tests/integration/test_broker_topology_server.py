@@ -76,6 +76,8 @@ async def create(nc: Client, topo: BrokerTopology) -> None:
     """Create every stream, then every consumer, from ``topo.to_dict()`` (twice: idempotent)."""
     doc = topo.to_dict()
     streams = [s["config"] for s in doc["streams"]] + [doc["dead_letters"]["config"]]
+    if doc["ledger"] is not None:  # BATCH runs keep their books in a ledger stream
+        streams.append(doc["ledger"])
     consumers = [c for edge in doc["edges"] for c in edge["consumers"]]
     assert len(streams) == len(topo.all_streams()) and len(consumers) == len(topo.consumers)
     for _ in range(2):  # a restarted worker creates them again: same config, accepted

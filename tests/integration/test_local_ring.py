@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 )
 
 from vfadapters.local import ring as ring_module
-from vfadapters.local.codec import decode, encode
+from vfadapters.runtime.codec import decode, encode
 from vfadapters.local.ring import Claim, Full, Ring, RingHandle
 
 _ctx = mp.get_context("spawn")

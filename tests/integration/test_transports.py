@@ -25,10 +25,11 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.processes import node_pids
 from vfadapters.broker.run import BrokerRunOptions, run_on_broker
 from vfadapters.broker.server import NatsServer
 from vfadapters.local import RunSummary, run
-from vfadapters.local.options import RunOptions
+from vfadapters.runtime.options import RunOptions
 from vfcore import partition_of
 from vfcore.runtime import TopologyOptions
 
@@ -292,16 +293,6 @@ def test_sigterm_stops_the_run_cleanly(
         assert "Traceback" not in stderr.decode()
 
 
-def worker_pids(run: str, node: str) -> list[int]:
-    out = subprocess.run(
-        ["pgrep", "-f", f"vfadapters.cli worker .* --node {node} .*--run {run}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return [int(p) for p in out.stdout.split()]
-
-
 def test_broker_kill_9_of_a_worker_loses_nothing_and_duplicates_are_dropped(
     nats_server: NatsServer, tmp_path: Path
 ) -> None:
@@ -323,7 +314,7 @@ def test_broker_kill_9_of_a_worker_loses_nothing_and_duplicates_are_dropped(
     while len(read_lines(out)) < 300 and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    victims = worker_pids(rid, "work")
+    victims = node_pids(proc.pid, "work")
     assert len(victims) == 2, victims
     os.kill(victims[0], signal.SIGKILL)
     stdout, stderr = proc.communicate(timeout=120)

@@ -2,7 +2,7 @@
 
 ``vf run --broker`` fills each node's input counters from the consumers' lag;
 when a consumer's info cannot be read, the counters say why
-(``unobserved``) and :class:`vfadapters.local.autoscaling.Autoscaler` passes
+(``unobserved``) and :class:`vfadapters.runtime.autoscaling.Autoscaler` passes
 ``Unobserved`` to ``decide_replicas``: the node keeps its replicas instead of
 shrinking on a made-up zero.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from vfadapters.broker.run import EdgeCounters
-from vfadapters.local.autoscaling import Autoscaler
-from vfadapters.local.options import RunOptions
-from vfadapters.local.state import LiveNode, Replica, RunState, Voice
+from vfadapters.runtime.autoscaling import Autoscaler
+from vfadapters.runtime.options import RunOptions
+from vfadapters.runtime.state import LiveNode, Replica, RunState, Voice
 from vfcore import FlowSpec, NodeSpec
 from vfcore.runtime.layout import local_layout
 
@@ -34,7 +34,7 @@ def state_with(counters: EdgeCounters) -> tuple[RunState, list[Any]]:
     layout = local_layout(SPEC, opts.layout_options())
     nodes = {n.name: LiveNode(SPEC.node(n.name), n) for n in layout.nodes}
     for node in nodes.values():
-        node.in_rings = [[counters] for _ in node.spec.parents]
+        node.in_edges = [[counters] for _ in node.spec.parents]
     nodes["work"].active = 3  # scaled up earlier
     started: list[Any] = []
     replicas = {

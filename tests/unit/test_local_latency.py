@@ -1,11 +1,11 @@
-"""The latency histogram of the local executor (vfadapters.local.latency)."""
+"""The latency histogram of the local executor (vfadapters.runtime.latency)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vfadapters.local.latency import bucket_of, bucket_upper_ns, fold, merge, summarise
+from vfadapters.runtime.latency import bucket_of, bucket_upper_ns, fold, merge, summarise
 
 
 @settings(max_examples=200)

@@ -20,6 +20,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -87,6 +88,8 @@ class Bridge:
         self.js: Any = None
         self.reconnects = 0
         self.disconnected = False
+        self.reconnected_at = -1e18  # monotonic time of the last reconnection
+        self.on_reconnect: Any = None  # a coroutine function to run after each reconnection
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -126,6 +129,10 @@ class Bridge:
         async def on_reconnect() -> None:
             self.disconnected = False
             self.reconnects += 1
+            self.reconnected_at = time.monotonic()
+            if self.on_reconnect is not None:
+                with contextlib.suppress(Exception):
+                    await self.on_reconnect()
 
         async def on_error(exc: Exception) -> None:  # logged by the caller's counters
             return None
@@ -206,9 +213,8 @@ async def _create(nc: Any, kind: str, subject: str, config: dict[str, Any]) -> N
 
 
 async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
-    """Create every stream, consumer and the control bucket that is not there yet."""
-    doc = topo.to_dict()
-    streams = [s["config"] for s in doc["streams"]] + [doc["dead_letters"]["config"]]
+    """Create every stream, consumer and bucket of the run that is not there yet."""
+    streams = [config.to_dict() for config in topo.all_streams()]
     for config in streams:
         info = await api_request(nc, f"$JS.API.STREAM.INFO.{config['name']}")
         if is_not_found(info.get("error")):
@@ -237,16 +243,47 @@ async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
         await js.create_key_value(
             KeyValueConfig(bucket=topo.control.bucket, history=1, storage=StorageType.FILE)
         )
+    if topo.control.splits:
+        try:
+            await js.key_value(topo.control.splits)
+        except Exception:
+            # how an input's outputs were cut matters within the duplicate window only
+            await js.create_key_value(
+                KeyValueConfig(
+                    bucket=topo.control.splits,
+                    history=1,
+                    storage=StorageType.FILE,
+                    ttl=max(topo.options.duplicate_window_s, 60.0),
+                )
+            )
 
 
-async def delete_topology(nc: Any, topo: BrokerTopology) -> None:
-    """Delete the run's streams and buckets (the dead-letter stream only when empty)."""
+async def delete_topology(
+    nc: Any, topo: BrokerTopology, *, dead_letters: bool = False
+) -> list[str]:
+    """Delete the run's streams and buckets; the names of those that were there.
+
+    The dead-letter stream goes only when it is empty, or with ``dead_letters``.
+    """
+    deleted: list[str] = []
+
+    async def delete(name: str) -> None:
+        answer = await api_request(nc, f"$JS.API.STREAM.DELETE.{name}")
+        if answer.get("success"):
+            deleted.append(name)
+
     for config in (c for _, c in topo.streams):
-        await api_request(nc, f"$JS.API.STREAM.DELETE.{config.name}")
+        await delete(config.name)
+    if topo.ledger is not None:
+        await delete(topo.ledger.name)
     dlq = topo.dead_letters.config.name
     info = await api_request(nc, f"$JS.API.STREAM.INFO.{dlq}")
-    if not info.get("error") and info.get("state", {}).get("messages", 0) == 0:
-        await api_request(nc, f"$JS.API.STREAM.DELETE.{dlq}")
-    # the KV bucket's stream is KV_<bucket>; the large-payload bucket is a stream of its own name
-    for bucket in (f"KV_{topo.control.bucket}", topo.control.objects):
-        await api_request(nc, f"$JS.API.STREAM.DELETE.{bucket}")
+    if not info.get("error") and (dead_letters or info.get("state", {}).get("messages", 0) == 0):
+        await delete(dlq)
+    # a KV bucket's stream is KV_<bucket>; the large-payload bucket is a stream of its own name
+    buckets = [f"KV_{topo.control.bucket}", topo.control.objects]
+    if topo.control.splits:
+        buckets.append(f"KV_{topo.control.splits}")
+    for bucket in buckets:
+        await delete(bucket)
+    return deleted

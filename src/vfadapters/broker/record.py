@@ -3,7 +3,7 @@
 A worker sends several messages (envelopes: trace id, event time, metadata,
 payload, emit time) in one NATS message, laid out exactly as a record in the
 local executor's rings, so both transports decode with the same
-:func:`vfadapters.local.codec.decode`: a 16-byte header (``VFR1``, the message
+:func:`vfadapters.runtime.codec.decode`: a 16-byte header (``VFR1``, the message
 count, the number of out-of-band buffers), the lengths, the pickle body, then
 each numpy/bytes/tensor buffer raw on a 64-byte boundary.
 """
@@ -14,8 +14,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from vfadapters.local.codec import decode, encode
 from vfadapters.local.ring import record_size
+from vfadapters.runtime.codec import decode, encode
 
 __all__ = ["MAGIC", "pack", "unpack"]
 

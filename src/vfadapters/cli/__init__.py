@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from vfadapters.cli import (
     broker_setup_command,
+    broker_teardown_command,
     dead_letters_command,
     deploy_command,
     dockerfile_command,
@@ -60,6 +61,7 @@ COMMANDS = (
     teardown_command,
     dockerfile_command,
     broker_setup_command,
+    broker_teardown_command,
 )
 
 

@@ -158,6 +158,13 @@ def register(sub: Any) -> None:
         help="--broker: leave the run's streams on the server at the end (default: deleted; "
         "a dead-letter stream holding letters is always kept)",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="--broker: go on with run --run ID, whose streams were kept (--keep-streams) or "
+        "whose coordinator died: what its consumers hold is processed, its producers resume "
+        "(default: a run id whose streams exist is refused, run-exists)",
+    )
     p.set_defaults(handler=_cmd_run)
 
 
@@ -194,7 +201,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _run_on_broker(args: argparse.Namespace) -> Any:
     from vfadapters.broker.run import BrokerRunOptions, run_on_broker
     from vfadapters.cli.worker_command import topology_options
-    from vfadapters.local.options import RunOptions
+    from vfadapters.runtime.options import RunOptions
 
     options = RunOptions(
         drain_timeout_s=args.drain_timeout,
@@ -215,6 +222,7 @@ def _run_on_broker(args: argparse.Namespace) -> Any:
         run_id=args.run_id,
         topology=topology_options(args, args.realtime_keep),
         keep_streams=args.keep_streams,
+        resume=args.resume,
     )
     return run_on_broker(args.flow, options, bopts)
 

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vfadapters.local.executor import GpuRefusedError, RunOptions, execute
-from vfadapters.local.summary import (
+from vfadapters.runtime.context import Context
+from vfadapters.runtime.summary import (
     EdgeSummary,
     NodeSummary,
     RunStatus,
@@ -26,7 +27,6 @@ from vfadapters.local.summary import (
     ScalingEvent,
     Stall,
 )
-from vfadapters.local.worker import Context
 from vfcore import Flow
 
 __all__ = [

@@ -1,41 +1,33 @@
-"""The coordinator of a local run: lays it out, creates its buffers, runs it, reports.
+"""The local executor: set up a run from its layout, hand it to the supervisor, sum it up.
 
-It moves no messages itself and decides nothing of its own: the layout
-(:func:`vfcore.runtime.local_layout`: replica bounds, pods and slots, routing,
-devices) says what to build; this module creates every shared-memory ring and
-semaphore and each replica's :class:`~vfadapters.local.config.WorkerConfig`
-from it, then hands the run to its parts: :mod:`~vfadapters.local.supervision`
-(processes, restarts, end of stream, stopping), :mod:`~vfadapters.local.progress`
-(live table, watchdog, summary) and :mod:`~vfadapters.local.autoscaling`.
+:func:`vfcore.runtime.local_layout` (replica bounds, pods and slots, routing,
+devices, the runtime join policy) says what to build; this module creates the
+shared-memory rings, the control segment and each BATCH join replica's journal,
+and each replica's :class:`~vfadapters.local.transport.LocalPlan`, then hands
+the run to the transport-neutral parts of :mod:`vfadapters.runtime` — the
+:class:`~vfadapters.runtime.supervisor.Supervisor` (processes, restarts, end of
+stream, stopping), :class:`~vfadapters.runtime.progress.Progress` (live table,
+watchdog, summary) and the autoscaler — with :class:`LocalRun` as the run's
+transport: how a dead replica's half-done steps are undone and its records
+handed out again, how end of stream travels (a finished node's output rings
+close), how stop and abort are asked.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
+import json
 import multiprocessing as mp
 import os
-import pickle
 import secrets
 import signal
-import sys
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from vfadapters.local.autoscaling import Autoscaler
-from vfadapters.local.config import CTL, SLOT, EdgeOut, WorkerConfig
-from vfadapters.local.options import (
-    MAX_BUFFER_MIB,
-    GpuRefusedError,
-    RunOptions,
-    check_dead_letter_path,
-    default_dead_letter_name,
-)
-from vfadapters.local.progress import Progress, build_summary
-from vfadapters.local.ring import Ring, RingHandle
+from vfadapters.local.atomic import Cells
+from vfadapters.local.ring import MC, ME, MW, RD, WAITS, Ring, RingHandle
 from vfadapters.local.shm import (
     Segment,
     run_prefix,
@@ -43,22 +35,128 @@ from vfadapters.local.shm import (
     sweep_stale,
     unlink_prefix,
 )
-from vfadapters.local.state import LiveNode, Replica, RunState, Voice
-from vfadapters.local.summary import RunSummary
-from vfadapters.local.supervision import Supervisor, install_forkserver
+from vfadapters.local.transport import (
+    CONTROL_SEGMENT,
+    JOURNAL_SEGMENT,
+    LocalPlan,
+    control_size,
+    private_log,
+    worker_main,
+)
+from vfadapters.runtime.autoscaling import Autoscaler
+from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig, slot_base
+from vfadapters.runtime.nodes import node_blob, preload_files
+from vfadapters.runtime.options import (
+    MAX_BUFFER_MIB,
+    GpuRefusedError,
+    RunOptions,
+    check_dead_letter_path,
+    default_dead_letter_name,
+)
+from vfadapters.runtime.progress import Progress, build_summary, edge_counts
+from vfadapters.runtime.state import EdgeCounts, EdgeView, LiveNode, Replica, RunState, Voice
+from vfadapters.runtime.summary import RunSummary
+from vfadapters.runtime.supervisor import Supervisor, install_forkserver
 from vfcore import REALTIME, Flow, FlowSpec, InvalidFlowError, InvalidInputError, validate
-from vfcore.flow.validate import effective_join_policy
+from vfcore.runtime.delivery import Books, EdgeTally, NodeTally, check_books
 from vfcore.runtime.devices import GpuDevice
 from vfcore.runtime.layout import LocalLayout, PodLayout, local_layout
 
 __all__ = [
     "MAX_BUFFER_MIB",
     "GpuRefusedError",
+    "LocalRun",
     "RunOptions",
     "check_dead_letter_path",
+    "count_letters",
     "default_dead_letter_name",
     "execute",
+    "node_tokens",
 ]
+
+#: ring segments are numbered from here in a run's Cells (0: control, 1: a journal)
+_FIRST_RING = 2
+
+
+def node_tokens(spec: FlowSpec, run: str) -> dict[str, str]:
+    """Each node's physical token (:func:`vfcore.physical_name`): what ids are made of."""
+    from vfcore import physical_name
+
+    return {
+        n.name: physical_name(n.name, flow=spec.name, run=run).subject.rsplit(".", 1)[1]
+        for n in spec.nodes
+    }
+
+
+def edge_plans(spec: FlowSpec, layout: LocalLayout, node: str) -> tuple[EdgePlan, ...]:
+    """A node's output edges as its replicas see them, from the layout."""
+    out = []
+    for edge in layout.outputs(node):
+        out.append(
+            EdgePlan(
+                child=edge.child,
+                child_spec=spec.node(edge.child),
+                routing=edge.routing,
+                strategy=edge.strategy,
+                outlets=edge.owners,
+                shared=edge.routing == "competing",
+                keep=edge.realtime_keep,
+            )
+        )
+    return tuple(out)
+
+
+class RingView:
+    """One ring, as the run observes an edge (:class:`vfadapters.runtime.state.EdgeView`)."""
+
+    unobserved: str | None = None
+
+    def __init__(self, ring: Ring) -> None:
+        self.ring = ring
+        self.keep = ring.keep
+
+    def counts(self) -> EdgeCounts:
+        h = self.ring.h
+        return EdgeCounts(int(h[MW]), int(h[MC]), int(h[ME]), int(h[RD]), int(h[WAITS]))
+
+    def pending(self) -> int:
+        return self.ring.pending()
+
+    def unsettled(self) -> int:
+        return self.ring.unsettled()
+
+
+def count_letters(path: str, run: str) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """This run's dead letters in ``path``, each id once: per node, those given up on
+    (raised, undecodable, join halves) and, per node and child, the unroutable ones."""
+    seen: set[str] = set()
+    given_up: dict[str, int] = {}
+    unroutable: dict[str, dict[str, int]] = {}
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return given_up, unroutable
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("run") != run:
+            continue
+        ident = str(entry.get("id") or "")
+        if not ident or ident in seen:
+            continue
+        seen.add(ident)
+        node = str(entry.get("node"))
+        reason = str(entry.get("reason") or "")
+        if reason.startswith("unroutable to "):
+            child = reason[len("unroutable to ") :]
+            per = unroutable.setdefault(node, {})
+            per[child] = per.get(child, 0) + 1
+        else:
+            given_up[node] = given_up.get(node, 0) + 1
+    return given_up, unroutable
 
 
 def _to_flow(flow: Flow | FlowSpec | str | os.PathLike[str]) -> tuple[Flow, str | None]:
@@ -89,34 +187,11 @@ def _to_flow(flow: Flow | FlowSpec | str | os.PathLike[str]) -> tuple[Flow, str 
     return flow, flow.name
 
 
-def _node_blob(node: Any) -> bytes:
-    clone = copy.copy(node)
-    clone._parents = ()
-    clone._children = []
-    try:
-        return pickle.dumps(clone, protocol=5)
-    except Exception as exc:
-        raise InvalidInputError(
-            "node-not-picklable",
-            f"node {node.name!r} ({type(node).__qualname__}) cannot be sent to its worker "
-            f"process: {type(exc).__name__}: {exc}",
-            "create models, files, locks and clients in open(), not in __init__; "
-            "define node classes in a module or flow file, not interactively",
-        ) from None
+class LocalRun:
+    """One local run: its segments and plans, and the transport the supervisor drives."""
 
+    target = staticmethod(worker_main)
 
-def _preload_files(nodes: Iterable[Any]) -> tuple[str, ...]:
-    files: list[str] = []
-    for node in nodes:
-        module = type(node).__module__
-        if module.startswith("_vf_flow_"):
-            path = getattr(sys.modules.get(module), "__file__", None)
-            if path and path not in files:
-                files.append(path)
-    return tuple(files)
-
-
-class _Coordinator:
     def __init__(self, flow: Flow, name: str, opts: RunOptions) -> None:
         self.flow = flow
         self.opts = opts
@@ -133,7 +208,10 @@ class _Coordinator:
         self.autoscaler: Autoscaler | None = None
         self.rings: dict[tuple[str, str], list[Ring]] = {}
         self.segments: list[Segment] = []
+        self.journals: dict[int, Segment] = {}  # slot -> a BATCH join replica's journal
+        self.doorbells: dict[str, list[Any]] = {}  # node -> a semaphore per owner
         self.ctl: Any = None
+        self.cells = Cells()
         self.prefix = "vf-none-"
         self._cleaned = False
 
@@ -155,8 +233,9 @@ class _Coordinator:
         self.children = spec.children()
         self.token = secrets.token_hex(4)
         self.prefix = run_prefix(self.token)
-        self.blobs = {name: _node_blob(live[name]) for name in self.nodes}
-        self.preload = _preload_files(live.values())
+        self.tokens = node_tokens(spec, self.token)
+        self.blobs = {name: node_blob(live[name]) for name in self.nodes}
+        self.preload = preload_files(live.values())
         # dead letters are the user's data: appended to the named file, or to a new
         # file named after this run; never truncated, never removed
         self.dead_letter_path = check_dead_letter_path(
@@ -191,26 +270,29 @@ class _Coordinator:
             self.voice.warn(text)
 
     def create(self) -> None:
-        ctx = install_forkserver(self.opts.start_method)
+        ctx = install_forkserver(self.opts.start_method, ("vfadapters.local.transport",))
         # the run's semaphores are named after it (sem.vf-<pid>-<token>-sem-…), so
         # that the next run removes them if this coordinator is killed with -9
         config = getattr(mp.current_process(), "_config", None)
         if not isinstance(config, dict) or "semprefix" not in config:
-            self.create_rings(ctx)  # another Python: the semaphores keep their own names
+            self.create_segments(ctx)  # another Python: the semaphores keep their own names
         else:
             old_prefix = config["semprefix"]
             config["semprefix"] = run_semaphore_prefix(self.prefix)
             try:
-                self.create_rings(ctx)
+                self.create_segments(ctx)
             finally:
                 config["semprefix"] = old_prefix
         replicas = {
-            pod.slot: Replica(
-                node.name, pod.replica, pod.slot, pod.name, self.worker_config(node, pod)
-            )
+            pod.slot: Replica(node.name, pod.replica, pod.slot, pod.name, self.plan(node, pod))
             for node in self.nodes.values()
             for pod in node.layout.pods
         }
+        edges: dict[tuple[str, str], list[EdgeView]] = {
+            key: [RingView(r) for r in rings] for key, rings in self.rings.items()
+        }
+        for node in self.nodes.values():
+            node.in_edges = [edges[(parent, node.name)] for parent in node.spec.parents]
         self.state = state = RunState(
             self.spec,
             self.opts,
@@ -218,37 +300,46 @@ class _Coordinator:
             self.voice,
             self.nodes,
             replicas,
-            self.rings,
+            edges,
             self.children,
             self.ctl,
         )
-        self.supervisor = Supervisor(state, ctx)
+        self.supervisor = Supervisor(state, ctx, self)
         self.progress = Progress(state)
         self.autoscaler = Autoscaler(state, self.supervisor.start_replica)
 
-    def create_rings(self, ctx: Any) -> None:
+    def create_segments(self, ctx: Any) -> None:
         opts = self.opts
-        size = (CTL.BASE + self.layout.slots * SLOT.FIELDS) * 8
-        self.control = Segment.create(self.prefix + "ctl", size)
+        slots = self.layout.slots
+        self.control = Segment.create(self.prefix + "ctl", control_size(slots))
         self.segments.append(self.control)
-        self.ctl = self.control.buf.cast("Q")
+        self.ctl = self.control.buf[: self.control.size - self.control.size % 8].cast("Q")
+        self.cells.add(CONTROL_SEGMENT, self.ctl)
         capacity = int(opts.buffer_mib * 2**20)
+        number = _FIRST_RING
         # (parent, child) → the child's input rings on that edge: one shared by all
         # replicas, or one per replica when the child is partitioned
         for node in self.nodes.values():
             spec = node.spec
             join = len(spec.parents) > 1
-            node.doorbells = [ctx.Semaphore(0) for _ in range(node.layout.owners)]
-            node.in_rings = []
-            for p, parent in enumerate(spec.parents):
+            doorbells = [ctx.Semaphore(0) for _ in range(node.layout.owners)]
+            node.wakers = [d.release for d in doorbells]
+            self.doorbells[node.name] = doorbells
+            # a record's progress cells: the reader's chunk size per output edge, then
+            # its records written per output buffer (BATCH: exactly once)
+            outs = self.layout.outputs(spec.name)
+            progress = 0 if self.realtime else len(outs) + sum(e.owners for e in outs)
+            for parent in spec.parents:
                 per_owner: list[Ring] = []
                 for r in range(node.layout.owners):
                     handle = RingHandle(
-                        f"{self.prefix}r{node.layout.index}-{p}-{r}",
+                        f"{self.prefix}r{node.layout.index}-{spec.parents.index(parent)}-{r}",
                         ctx.Lock(),
                         ctx.Semaphore(0),
-                        node.doorbells[r],
+                        doorbells[r],
+                        number,
                     )
+                    number += 1
                     ring, segment = Ring.create(
                         handle,
                         capacity=capacity,
@@ -256,50 +347,43 @@ class _Coordinator:
                         max_messages=opts.buffer_messages * (4 if join else 1),
                         # REALTIME: the freshest few wait, older ones are evicted
                         keep=self.layout.edge(parent, spec.name).realtime_keep,
+                        progress=progress,
+                        cells=self.cells,
                     )
                     self.segments.append(segment)
                     per_owner.append(ring)
                 self.rings[(parent, spec.name)] = per_owner
-                node.in_rings.append(per_owner)
+            if join and not self.realtime:
+                outlets = sum(e.owners for e in outs)
+                entries = opts.buffer_messages * 4 * len(spec.parents) * (outlets + 1) + 4096
+                for pod in node.layout.pods:
+                    journal = Segment.create(f"{self.prefix}j{pod.slot}", (4 + 2 * entries) * 8)
+                    self.segments.append(journal)
+                    self.journals[pod.slot] = journal
 
-    def worker_config(self, node: LiveNode, pod: PodLayout) -> WorkerConfig:
+    def plan(self, node: LiveNode, pod: PodLayout) -> LocalPlan:
         spec = node.spec
-        outputs = []
-        for edge in self.layout.outputs(spec.name):
-            child = self.nodes[edge.child]
-            rings = tuple(ring.handle for ring in self.rings[(spec.name, edge.child)])
-            outputs.append(
-                EdgeOut(edge.child, child.spec, edge.routing, rings, child.slots, edge.strategy)
-            )
-        policy = effective_join_policy(spec, self.spec.flow_type)
-        if policy is not None and not self.realtime and spec.join_policy is None:
-            # BATCH: pinned halves are bounded by the input rings, not by max_pending
-            policy = replace(policy, max_pending=max(policy.max_pending, 1 << 30))
+        edges = edge_plans(self.spec, self.layout, spec.name)
+        outputs = tuple(
+            tuple(ring.handle for ring in self.rings[(spec.name, e.child)]) for e in edges
+        )
+        child_slots = tuple(self.layout.node(e.child).slots for e in edges)
         env: dict[str, str] = {"VF_RUN": self.token, "VF_POD": pod.name}
         if pod.device is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in pod.devices)
-        return WorkerConfig(
+        cfg = NodeConfig(
             run_id=self.token,
-            control=self.control.name,
             node=spec.name,
+            token=self.tokens[spec.name],
             replica=pod.replica,
             pod=pod.name,
             replicas=node.layout.replicas,
-            slot=pod.slot,
             spec=spec,
             flow_type=self.spec.flow_type,
-            node_blob=self.blobs[spec.name],
-            preload=self.preload,
-            inputs=tuple(
-                (parent, ring.handle)
-                for parent, ring in zip(spec.parents, node.inputs_of(pod.replica), strict=True)
-            ),
-            outputs=tuple(outputs),
-            doorbell=node.doorbells[pod.owner],
-            join_policy=policy,
+            join_policy=node.layout.join_policy,
             retries=self.opts.retries,
-            dead_letter_path=self.dead_letter_path,
-            coordinator_pid=os.getpid(),
+            edges=edges,
+            parents=spec.parents,
             env=env,
             device=pod.device,
             devices=pod.devices,
@@ -307,6 +391,104 @@ class _Coordinator:
             batch_max=self.opts.batch_max,
             log_level=self.opts.log_level,
         )
+        journal = self.journals.get(pod.slot)
+        return LocalPlan(
+            node=cfg,
+            control=self.control.name,
+            slots=self.layout.slots,
+            slot=pod.slot,
+            node_blob=self.blobs[spec.name],
+            preload=self.preload,
+            parent_tokens=tuple(self.tokens[p] for p in spec.parents),
+            inputs=tuple(ring.handle for ring in self.inputs_of(node, pod.replica)),
+            outputs=outputs,
+            child_slots=child_slots,
+            doorbell=self.doorbells[spec.name][pod.owner],
+            journal=None if journal is None else journal.name,
+            dead_letter_path=self.dead_letter_path,
+            coordinator_pid=os.getpid(),
+        )
+
+    def inputs_of(self, node: LiveNode, replica: int) -> list[Ring]:
+        owner = node.layout.pods[replica].owner
+        return [self.rings[(parent, node.name)][owner] for parent in node.spec.parents]
+
+    # -- the run's transport (what the supervisor asks) -------------------------------------
+
+    def cells_of(self, rep: Replica) -> Cells:
+        """The segments as replica ``rep`` numbers them (its own journal is number 1)."""
+        cells = Cells()
+        cells.views = dict(self.cells.views)
+        journal = self.journals.get(rep.slot)
+        if journal is not None:
+            cells.add(JOURNAL_SEGMENT, journal.buf[: journal.size - journal.size % 8].cast("Q"))
+        return cells
+
+    def recover(self, rep: Replica) -> int:
+        """Undo the steps ``rep`` left half done (those of the rings whose lock it held,
+        and its private one), then hand back the records it had claimed."""
+        cells = self.cells_of(rep)
+        node = self.nodes[rep.node]
+        rings = self.inputs_of(node, rep.index)
+        for child in self.children[rep.node]:
+            rings.extend(self.rings[(rep.node, child)])
+        for ring in rings:
+            if ring.recover(rep.slot + 1, cells):
+                self.voice.warn(f"undid the step {rep.pod} had begun on a buffer when it died")
+        private_log(cells, self.layout.slots, rep.slot).undo()
+        return sum(ring.redeliver(rep.index) for ring in self.inputs_of(node, rep.index))
+
+    def node_complete(self, node: LiveNode) -> None:
+        for child in self.children[node.name]:
+            for ring in self.rings[(node.name, child)]:
+                ring.set_closed(True)
+
+    def request_stop(self) -> None:
+        self.ctl[CTL.STOP_PRODUCERS] = 1
+
+    def abort(self) -> None:
+        self.ctl[CTL.ABORT] = 1
+
+    def retire(self, rep: Replica) -> None:
+        self.ctl[slot_base(rep.slot) + SLOT.ACTIVE] = 0
+        for wake in self.nodes[rep.node].wakers:
+            wake()
+
+    # -- the books ---------------------------------------------------------------------------
+
+    def books(self, letters: tuple[dict[str, int], dict[str, dict[str, int]]]) -> Books:
+        assert self.state is not None
+        state = self.state
+        given_up, unroutable = letters
+        f = state.field_sum
+        tallies = {}
+        edge_tallies = []
+        for node in self.nodes.values():
+            spec = node.spec
+            received = {}
+            for p, parent in enumerate(spec.parents):
+                c = edge_counts(node.in_edges[p])
+                received[parent] = c.settled - c.evicted
+                edge_tallies.append(EdgeTally(parent, spec.name, c.written - c.settled, c.evicted))
+            emitted = {}
+            for child in self.children[spec.name]:
+                emitted[child] = edge_counts(state.edges[(spec.name, child)]).written
+            tallies[spec.name] = NodeTally(
+                node=spec.name,
+                kind=spec.kind,
+                received=received,
+                produced=f(node, SLOT.PRODUCED),
+                outputs=f(node, SLOT.OUTPUTS),
+                filtered=f(node, SLOT.FILTERED),
+                dead_letters=given_up.get(spec.name, 0),
+                grouped=f(node, SLOT.GROUPED),
+                groups=f(node, SLOT.GROUPS),
+                join_dropped=f(node, SLOT.HALVES_DROPPED),
+                duplicates=f(node, SLOT.DUPLICATES),
+                emitted=emitted,
+                unroutable=unroutable.get(spec.name, {}),
+            )
+        return check_books(self.spec, tallies, edge_tallies)
 
     # -- the whole run ---------------------------------------------------------------------
 
@@ -342,16 +524,28 @@ class _Coordinator:
                 signal.signal(signum, old)
         duration = time.monotonic() - self.state.t0
         progress.watch(time.monotonic(), final=True)
+        letters = count_letters(self.dead_letter_path, self.token)
+        books = self.books(letters)
+        error = supervisor.error
+        if status == "completed" and not books.balanced:
+            status = "failed"
+            error = f"books-unbalanced: {books.summary}"
+            self.voice.say(40, f"error: {error}")
+        per_node = dict(letters[0])
+        for node, per_child in letters[1].items():
+            per_node[node] = per_node.get(node, 0) + sum(per_child.values())
         summary = build_summary(
             self.state,
             progress,
             status=status,
             duration_s=duration,
-            error=supervisor.error,
+            error=error,
             stop=supervisor.stop_document(status),
             scaling=tuple(self.autoscaler.events),
             gpu=self.gpu_doc,
             dead_letter_path=self.dead_letter_path,
+            books=books,
+            letters=per_node,
         )
         self.cleanup()
         return summary
@@ -365,7 +559,8 @@ class _Coordinator:
                 with contextlib.suppress(Exception):
                     ring.close()
         if self.ctl is not None:
-            self.ctl.release()
+            with contextlib.suppress(Exception):
+                self.ctl.release()
         for segment in self.segments:
             segment.close()
             segment.unlink()
@@ -376,8 +571,8 @@ def execute(flow: Flow | FlowSpec | str | os.PathLike[str], options: RunOptions)
     """Run a flow locally (see :func:`vfadapters.local.run`)."""
     options.check()
     live, name = _to_flow(flow)
-    coordinator = _Coordinator(live, name or "flow", options)
+    run = LocalRun(live, name or "flow", options)
     try:
-        return coordinator.run()
+        return run.run()
     finally:
-        coordinator.cleanup()
+        run.cleanup()

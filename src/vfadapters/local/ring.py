@@ -15,8 +15,26 @@ are monotonic byte counters::
 Space is reclaimed only up to ``commit_pos``, which moves over settled records
 in order, so a reader killed with -9 loses nothing: :meth:`Ring.redeliver`
 marks the records it had claimed and not settled as *returned*; the next
-:meth:`Ring.claim` (by any replica) takes them first. They are counted as
-redelivered: the only duplicates a crash can cause.
+:meth:`Ring.claim` (by any replica) takes them first.
+
+**Every change is one atomic step.** Each operation (write, claim, settle)
+logs the old value of every cell it changes in the ring's undo log
+(:mod:`vfadapters.local.atomic`) — its own positions and counters, and the
+cells a caller asks to change in the same step (the progress cells of the
+input record whose outputs it writes, a producer's mark, the writer's counters,
+a join's journal). The holder of the lock is written in the header, so when a
+worker dies holding it, the coordinator undoes the step it had begun
+(:meth:`Ring.recover`): a kill -9 at any instant leaves the ring as before or
+after a whole operation, never between.
+
+**Progress cells** (exactly once). Each record carries ``progress`` u64 cells
+its reader owns while it holds the record: the chunk size it chose per output
+edge, then how many records it has written to each of its output buffers. A
+reader that takes a returned record reads them, cuts its outputs the same way
+and skips the records its predecessor wrote (they were written in the same
+step that counted them). A producer's ring keeps ``mark``: one past the
+highest item number written to it, so a restarted producer skips what each
+buffer already holds.
 
 Backpressure (BATCH): a writer that finds no room waits on the ring's ``space``
 semaphore (a reader posts it when it settles while writers wait); no
@@ -34,23 +52,58 @@ Each record is laid out contiguously (a WRAP filler takes the end of the
 buffer when a record does not fit there), so a batch is parsed from one slice::
 
     u32 total | u32 kind (flags | claimant << 8) | u32 messages | u32 buffers
-    u64 lengths[1 + buffers] | pickle body (8-aligned) | out-of-band buffers (64-aligned)
+    u64 progress[P] | u64 lengths[1 + buffers] | pickle body (8-aligned) |
+    out-of-band buffers (64-aligned)
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from vfadapters.local.atomic import LOG_CELLS, Cells, UndoLog
 from vfadapters.local.shm import Segment
 
-__all__ = ["HEADER_BYTES", "Claim", "Closed", "Full", "Ring", "RingHandle", "StopWaiting"]
+__all__ = [
+    "HEADER_BYTES",
+    "Claim",
+    "Closed",
+    "Full",
+    "Ring",
+    "RingHandle",
+    "StopWaiting",
+    "record_size",
+]
 
 # header fields (u64 each)
-W, R, C, MW, MR, MC, ME, SW, RW, RD, CL, CAP, MAXM, BW, WAITS, EVR, RET, KEEP = range(18)
-HEADER_BYTES = 256
+(
+    W,
+    R,
+    C,
+    MW,
+    MR,
+    MC,
+    ME,
+    SW,
+    RW,
+    RD,
+    CL,
+    CAP,
+    MAXM,
+    BW,
+    WAITS,
+    EVR,
+    RET,
+    KEEP,
+    HOLDER,
+    PROG,
+    MARK,
+) = range(21)
+#: the undo log starts at this header cell
+LOG_AT = 32
+HEADER_BYTES = ((LOG_AT + LOG_CELLS) * 8 + 63) & ~63
 
 # record kinds (low 4 bits), flags, and the claiming replica (+1) from bit 8
 DATA = 1
@@ -64,9 +117,7 @@ _KIND = 0x0F
 _HOT_BYTES = 4 << 20
 
 _REC = struct.Struct("<IIII")
-_U64 = struct.Struct("<Q")
 _rec_unpack = _REC.unpack_from
-_rec_pack = _REC.pack_into
 
 
 class Closed(Exception):
@@ -83,20 +134,25 @@ class StopWaiting(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RingHandle:
-    """What a process needs to open a ring: the segment name and its semaphores.
+    """What a process needs to open a ring: the segment name, its number and semaphores.
 
     Passed to workers when they are started (semaphores cannot be sent later).
+    ``number``: the segment's number in the run's :class:`~vfadapters.local.atomic.Cells`.
     """
 
     name: str
     lock: Any  # multiprocessing.Lock
     space: Any  # multiprocessing.Semaphore: writers waiting for room
     doorbell: Any  # the reading replica's Semaphore: data (or close) arrived
+    number: int = 0
 
 
 @dataclass(slots=True)
 class Claim:
-    """A claimed record: where it starts (for settling) and what it holds."""
+    """A claimed record: where it starts (for settling), what it holds, its progress cells.
+
+    ``cell``: the u64 index (in the ring's segment) of its first progress cell.
+    """
 
     start: int
     offset: int
@@ -104,42 +160,69 @@ class Claim:
     count: int
     nbufs: int
     outstanding: int
+    cell: int = 0
     settled: bool = False
     redelivered: bool = False  # returned after the replica that first claimed it died
+    tally: Any = field(default=None)
 
 
 def _align(n: int, a: int) -> int:
     return (n + a - 1) & ~(a - 1)
 
 
-def record_size(body_len: int, buffer_lens: Sequence[int]) -> int:
-    p = _align(16 + 8 * (1 + len(buffer_lens)), 8) + body_len
+def record_size(body_len: int, buffer_lens: Sequence[int], progress: int = 0) -> int:
+    p = _align(16 + 8 * progress + 8 * (1 + len(buffer_lens)), 8) + body_len
     for n in buffer_lens:
         p = _align(p, 64) + n
     return _align(p, 64)
 
 
-class Ring:
-    """One ring, opened in this process (see the module docstring)."""
+def _word(total: int, kind: int) -> int:
+    """The u64 that starts a record: ``total`` in the low half, ``kind`` in the high."""
+    return (kind << 32) | total
 
-    def __init__(self, handle: RingHandle, segment: Segment) -> None:
+
+class Ring:
+    """One ring, opened in this process (see the module docstring).
+
+    ``cells``: the process's segments (this ring's is added under its number);
+    ``holder``: who this process is when it holds the lock (its slot + 1).
+    """
+
+    def __init__(
+        self, handle: RingHandle, segment: Segment, cells: Cells | None = None, holder: int = 0
+    ) -> None:
         self.handle = handle
         self.name = handle.name
+        self.number = handle.number
         self.lock = handle.lock
         self.space = handle.space
         self.doorbell = handle.doorbell
         self._segment = segment
-        self.h = segment.buf[:HEADER_BYTES].cast("Q")
+        self.words = segment.buf[: segment.size - segment.size % 8].cast("Q")
+        self.h = self.words  # header cells are the first words
         self.capacity = int(self.h[CAP])
         self.max_messages = int(self.h[MAXM])
         self.keep = int(self.h[KEEP])  # 0: no keep bound (BATCH)
+        self.progress = int(self.h[PROG])
         self.data = segment.buf[HEADER_BYTES : HEADER_BYTES + self.capacity]
+        self.cells = cells if cells is not None else Cells()
+        self.cells.add(self.number, self.words)
+        self.log = UndoLog(self.cells, self.words, LOG_AT)
+        self.holder = holder
 
     # -- lifetime ---------------------------------------------------------------------
 
     @classmethod
     def create(
-        cls, handle: RingHandle, *, capacity: int, max_messages: int, keep: int | None = None
+        cls,
+        handle: RingHandle,
+        *,
+        capacity: int,
+        max_messages: int,
+        keep: int | None = None,
+        progress: int = 0,
+        cells: Cells | None = None,
     ) -> tuple[Ring, Segment]:
         capacity = _align(max(capacity, 4096), 64)
         segment = Segment.create(handle.name, HEADER_BYTES + capacity)
@@ -147,17 +230,36 @@ class Ring:
         h[CAP] = capacity
         h[MAXM] = max(1, max_messages)
         h[KEEP] = 0 if keep is None else max(1, keep)
+        h[PROG] = progress
         h.release()
-        return cls(handle, segment), segment
+        return cls(handle, segment, cells), segment
 
     @classmethod
-    def attach(cls, handle: RingHandle) -> Ring:
-        return cls(handle, Segment.attach(handle.name))
+    def attach(cls, handle: RingHandle, cells: Cells | None = None, holder: int = 0) -> Ring:
+        return cls(handle, Segment.attach(handle.name), cells, holder)
 
     def close(self) -> None:
-        self.h.release()
         self.data.release()
+        self.words.release()
         self._segment.close()
+
+    # -- the lock and the atomic step --------------------------------------------------
+
+    def _acquire(self) -> None:
+        self.lock.acquire()
+        self.h[HOLDER] = self.holder
+
+    def _release(self) -> None:
+        self.log.done()
+        self.h[HOLDER] = 0
+        self.lock.release()
+
+    def _set(self, cell: int, value: int) -> None:
+        self.log.store(self.number, cell, value)
+
+    def _set_word(self, off: int, total: int, kind: int) -> None:
+        """Rewrite the first word of the record at data offset ``off``."""
+        self.log.store(self.number, (HEADER_BYTES + off) >> 3, _word(total, kind))
 
     # -- reads anyone may do (approximate, lock-free) ------------------------------
 
@@ -187,6 +289,11 @@ class Ring:
     def closed(self) -> bool:
         return bool(self.h[CL])
 
+    @property
+    def mark(self) -> int:
+        """One past the highest item number a producer wrote here (0: none)."""
+        return int(self.h[MARK])
+
     # -- writing --------------------------------------------------------------------------
 
     def write(
@@ -198,8 +305,14 @@ class Ring:
         evict: bool,
         should_stop: Callable[[], bool] | None = None,
         block: bool = True,
+        also: Sequence[tuple[int, int, int]] = (),
+        mark: int = 0,
     ) -> int:
         """Append one record of ``count`` messages; returns how many messages were evicted.
+
+        ``also``: cells ``(segment, cell, value)`` set in the same atomic step
+        (progress of the input record, a journal); ``mark``: a producer's item
+        number one past this record's last (kept as the ring's ``mark``).
 
         Raises :class:`Closed` if the ring is closed, :class:`StopWaiting` if
         ``should_stop()`` turns true while waiting for room, :class:`Full` when
@@ -207,7 +320,8 @@ class Ring:
         can never fit.
         """
         lens = [b.nbytes for b in buffers]
-        need = record_size(len(body), lens)
+        prog = self.progress
+        need = record_size(len(body), lens, prog)
         cap = self.capacity
         if need > cap:
             raise ValueError(
@@ -216,10 +330,9 @@ class Ring:
                 f"--buffer-mib {2 ** max(0, (need - 1).bit_length() - 20)})"
             )
         h = self.h
-        lock = self.lock
         keep = self.keep if evict else 0
         evicted = 0
-        lock.acquire()
+        self._acquire()
         try:
             while True:
                 if h[CL]:
@@ -246,7 +359,9 @@ class Ring:
                     # empty, but the record fits neither before nor after the wrap point:
                     # start the next lap at offset 0 (nothing is pending or in flight)
                     w = (w // cap + 1) * cap
-                    h[W] = h[R] = h[C] = w
+                    self._set(W, w)
+                    self._set(R, w)
+                    self._set(C, w)
                     continue
                 if evict:
                     n = self._evict_oldest_locked()
@@ -254,43 +369,51 @@ class Ring:
                         evicted += n
                         continue
                     # nothing pending to evict: the incoming batch is the oldest droppable
-                    h[MW] += count
-                    h[MR] += count
-                    h[MC] += count
-                    h[ME] += count
-                    h[EVR] += 1
+                    for cell in (MW, MR, MC, ME):
+                        self._set(cell, h[cell] + count)
+                    self._set(EVR, h[EVR] + 1)
                     return evicted + count
                 if not block:
                     raise Full(self.name)
                 h[SW] += 1
                 h[WAITS] += 1
-                lock.release()
+                self.log.done()
+                h[HOLDER] = 0
+                self.lock.release()
                 try:
                     self.space.acquire(True, 0.1)
                 finally:
-                    lock.acquire()
+                    self._acquire()
                 if should_stop is not None and should_stop():
                     raise StopWaiting(self.name)
             data = self.data
-            if pad:
-                _rec_pack(data, off, pad, WRAP, 0, 0)
+            if pad:  # the filler is beyond the write position until W moves: no log
+                _REC.pack_into(data, off, pad, WRAP, 0, 0)
                 off = 0
             nb = len(lens)
-            _rec_pack(data, off, need, DATA, count, nb)
-            struct.pack_into(f"<{1 + nb}Q", data, off + 16, len(body), *lens)
-            p = off + _align(16 + 8 * (1 + nb), 8)
+            _REC.pack_into(data, off, need, DATA, count, nb)
+            p = off + 16
+            if prog:
+                data[p : p + 8 * prog] = bytes(8 * prog)
+                p += 8 * prog
+            struct.pack_into(f"<{1 + nb}Q", data, p, len(body), *lens)
+            p = off + _align(16 + 8 * prog + 8 * (1 + nb), 8)
             data[p : p + len(body)] = body
             p += len(body)
             for b, n in zip(buffers, lens, strict=True):
                 p = _align(p, 64)
                 data[p : p + n] = b
                 p += n
-            h[W] = w + pad + need
-            h[MW] += count
-            h[RW] += 1
-            h[BW] += need
+            for segment, cell, value in also:
+                self.log.store(segment, cell, value)
+            if mark:
+                self._set(MARK, mark)
+            self._set(MW, h[MW] + count)
+            self._set(RW, h[RW] + 1)
+            self._set(BW, h[BW] + need)
+            self._set(W, w + pad + need)
         finally:
-            lock.release()
+            self._release()
         self.doorbell.release()
         return evicted
 
@@ -304,12 +427,11 @@ class Ring:
             total, kind, n, _ = _rec_unpack(data, off)
             r += total
             if kind == DATA:
-                _rec_pack(data, off, total, EVICTED, n, 0)
-                h[R] = r
-                h[MR] += n
-                h[MC] += n
-                h[ME] += n
-                h[EVR] += 1
+                self._set_word(off, total, EVICTED)
+                self._set(R, r)
+                for cell in (MR, MC, ME):
+                    self._set(cell, h[cell] + n)
+                self._set(EVR, h[EVR] + 1)
                 self._advance_commit_locked()
                 return int(n)
         return 0
@@ -320,13 +442,15 @@ class Ring:
         """Move ``commit_pos`` over settled records, fillers and evicted records."""
         h, data, cap = self.h, self.data, self.capacity
         c, r = h[C], h[R]
+        start = c
         while c < r:
             total, kind, _, _ = _rec_unpack(data, c % cap)
             k = kind & _KIND
             if k == DATA and not kind & SETTLED:
                 break
             c += total
-        h[C] = c
+        if c != start:
+            self._set(C, c)
 
     def claim(self, reader: int) -> Claim | Literal[False] | None:
         """The oldest pending record, now in flight for ``reader``; ``None`` if there
@@ -335,9 +459,9 @@ class Ring:
         Records returned by :meth:`redeliver` come first.
         """
         h, data, cap = self.h, self.data, self.capacity
-        lock = self.lock
         owner = (reader + 1) << 8
-        lock.acquire()
+        base = HEADER_BYTES >> 3
+        self._acquire()
         try:
             if h[RET]:
                 p, r = h[C], h[R]
@@ -345,49 +469,57 @@ class Ring:
                     off = p % cap
                     total, kind, n, nb = _rec_unpack(data, off)
                     if kind & (_KIND | RETURNED | SETTLED) == DATA | RETURNED:
-                        _rec_pack(data, off, total, DATA | owner, n, nb)
-                        h[RET] -= 1
-                        h[MR] += n
-                        return Claim(p, off, total, n, nb, n, redelivered=True)
+                        self._set_word(off, total, DATA | owner)
+                        self._set(RET, h[RET] - 1)
+                        self._set(MR, h[MR] + n)
+                        return Claim(
+                            p, off, total, n, nb, n, base + (off >> 3) + 2, redelivered=True
+                        )
                     p += total
-                h[RET] = 0  # not found: the count was stale
+                self._set(RET, 0)  # not found: the count was stale
             r0 = r = h[R]
             w = h[W]
             while r < w:
                 off = r % cap
                 total, kind, n, nb = _rec_unpack(data, off)
                 if kind == DATA:
-                    _rec_pack(data, off, total, DATA | owner, n, nb)
-                    h[R] = r + total
-                    h[MR] += n
+                    self._set_word(off, total, DATA | owner)
+                    self._set(R, r + total)
+                    self._set(MR, h[MR] + n)
                     if r != r0:
                         self._advance_commit_locked()
-                    return Claim(r, off, total, n, nb, n)
+                    return Claim(r, off, total, n, nb, n, base + (off >> 3) + 2)
                 r += total  # a WRAP filler or an evicted record
             if r != r0:
-                h[R] = r
+                self._set(R, r)
                 self._advance_commit_locked()
             if h[CL]:
                 return False
             return None
         finally:
-            lock.release()
+            self._release()
 
     def view(self, claim: Claim) -> memoryview:
         return self.data[claim.offset : claim.offset + claim.total]
 
-    def settle(self, settled: Sequence[Claim]) -> None:
-        """Mark claims as done (any order); ``commit_pos`` moves over the settled prefix."""
+    def lengths_at(self) -> int:
+        """Where a record's lengths start (after its header and progress cells)."""
+        return 16 + 8 * self.progress
+
+    def settle(self, settled: Sequence[Claim], also: Sequence[tuple[int, int, int]] = ()) -> None:
+        """Mark claims as done (any order), and set ``also`` in the same atomic step;
+        ``commit_pos`` moves over the settled prefix."""
         h, data = self.h, self.data
-        lock = self.lock
-        lock.acquire()
+        self._acquire()
         try:
             count = 0
             for c in settled:
-                total, kind, n, nb = _rec_unpack(data, c.offset)
-                _rec_pack(data, c.offset, total, kind | SETTLED, n, nb)
+                total, kind, _n, _nb = _rec_unpack(data, c.offset)
+                self._set_word(c.offset, total, kind | SETTLED)
                 count += c.count
-            h[MC] += count
+            for segment, cell, value in also:
+                self.log.store(segment, cell, value)
+            self._set(MC, h[MC] + count)
             self._advance_commit_locked()
             waiters = h[SW]
             if waiters:
@@ -395,32 +527,31 @@ class Ring:
                 for _ in range(int(waiters)):
                     self.space.release()
         finally:
-            lock.release()
+            self._release()
 
     def redeliver(self, reader: int) -> int:
         """Return the records ``reader`` claimed and never settled (it died); how many
         messages. Any replica's next :meth:`claim` takes them."""
         h, data, cap = self.h, self.data, self.capacity
         owner = (reader + 1) << 8
-        lock = self.lock
         records = 0
         count = 0
-        lock.acquire()
+        self._acquire()
         try:
             p, r = h[C], h[R]
             while p < r:
                 off = p % cap
-                total, kind, n, nb = _rec_unpack(data, off)
+                total, kind, n, _nb = _rec_unpack(data, off)
                 if kind & ~0xFF == owner and kind & (_KIND | SETTLED | RETURNED) == DATA:
-                    _rec_pack(data, off, total, DATA | RETURNED, n, nb)
+                    self._set_word(off, total, DATA | RETURNED)
                     records += 1
                     count += n
                 p += total
-            h[RET] += records
-            h[MR] -= count
-            h[RD] += count
+            self._set(RET, h[RET] + records)
+            self._set(MR, h[MR] - count)
+            self._set(RD, h[RD] + count)
         finally:
-            lock.release()
+            self._release()
         for _ in range(records):
             self.doorbell.release()
         return count
@@ -428,18 +559,30 @@ class Ring:
     # -- the coordinator ------------------------------------------------------------------
 
     def set_closed(self, closed: bool) -> None:
-        self.lock.acquire()
+        self._acquire()
         try:
-            self.h[CL] = 1 if closed else 0
+            self._set(CL, 1 if closed else 0)
         finally:
-            self.lock.release()
+            self._release()
         self.doorbell.release()
 
-    def recover_lock(self, timeout: float = 0.5) -> bool:
-        """Release the lock if a dead process left it held; True if it had to."""
+    def recover(self, dead: int, cells: Cells | None = None, timeout: float = 0.5) -> bool:
+        """If the process ``dead`` (its holder number) died holding the lock, undo the step
+        it had begun and release the lock; whether it had to.
+
+        ``cells``: the segments as the dead process numbered them (its journal).
+        A live holder never keeps the lock for ``timeout`` with its number unset, so a
+        lock still held then with no holder written was taken by the dead process
+        just before it died.
+        """
         if self.lock.acquire(True, timeout):
             self.lock.release()
             return False
+        holder = int(self.h[HOLDER])
+        if holder not in (0, dead):
+            return False  # a live process holds it
+        UndoLog(cells or self.cells, self.words, LOG_AT).undo()
+        self.h[HOLDER] = 0
         try:
             self.lock.release()
         except ValueError:

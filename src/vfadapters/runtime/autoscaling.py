@@ -1,4 +1,4 @@
-"""Autoscaling of a local run: backlogs in, :func:`vfcore.decide_replicas` decides, replicas follow.
+"""Autoscaling of a run: backlogs in, :func:`vfcore.decide_replicas` decides, replicas follow.
 
 Only the nodes the layout made ``scalable`` are looked at, within the bounds it
 set (``min_replicas``..``max_replicas``): which nodes may scale is
@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from vfadapters.local.config import SLOT, slot_base
-from vfadapters.local.state import LiveNode, Replica, RunState
-from vfadapters.local.summary import ScalingEvent
+from vfadapters.runtime.config import SLOT, slot_base
+from vfadapters.runtime.state import LiveNode, Replica, RunState
+from vfadapters.runtime.summary import ScalingEvent
 
 __all__ = ["Autoscaler"]
 
@@ -38,15 +38,15 @@ class Autoscaler:
                 continue
             observations: dict[str, Any] = {}
             for p, parent in enumerate(node.spec.parents):
-                rings = node.in_rings[p]
+                views = node.in_edges[p]
                 # a buffer whose backlog could not be read (the broker's counters
                 # did not answer) is unknown, never zero: the decision is unknown
-                why = next((r.unobserved for r in rings if getattr(r, "unobserved", None)), None)
+                why = next((v.unobserved for v in views if v.unobserved), None)
                 if why:
                     observations[parent] = Unobserved(why)
                     continue
-                pending = sum(r.pending() for r in rings)
-                in_flight = sum(r.unsettled() for r in rings) - pending
+                pending = sum(v.pending() for v in views)
+                in_flight = sum(v.unsettled() for v in views) - pending
                 observations[parent] = Backlog(pending=pending, ack_pending=max(0, in_flight))
             decision = decide_replicas(
                 observations,
@@ -62,9 +62,9 @@ class Autoscaler:
     def resize(self, node: LiveNode, want: int, now: float, decision: Any) -> None:
         """Start replicas ``active..want-1``, or retire ``want..active-1``.
 
-        Competing replicas share one input ring, so a new replica takes work at
-        once and a retiring one just stops claiming: it settles what it holds
-        and exits.
+        Competing replicas share one input, so a new replica takes work at once
+        and a retiring one just stops claiming: it settles what it holds and
+        exits (the supervisor tells it, through the transport).
         """
         state = self.state
         before = node.active
@@ -82,8 +82,8 @@ class Autoscaler:
                 state.ctl[slot_base(rep.slot) + SLOT.ACTIVE] = 0
                 if rep.proc is not None:
                     rep.state = "retiring"
-            for doorbell in node.doorbells:
-                doorbell.release()  # a waiting replica rechecks sooner
+            for wake in node.wakers:
+                wake()  # a waiting replica rechecks sooner
         if want == before:
             return
         node.active = want

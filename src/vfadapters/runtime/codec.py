@@ -1,7 +1,8 @@
 """Encoding batches of messages for the rings: pickle protocol 5, large buffers out of band.
 
 A batch is a list of envelopes ``(trace_id, event_ts_ms, metadata or None,
-payload, emitted_ns)`` (``emitted_ns``: the producer's emit, ``time.monotonic_ns``). Large numpy arrays, ``bytes`` and CPU torch tensors travel as
+payload, emitted_ns)`` (``emitted_ns``: the producer's emit, on the transport's
+latency clock). Large numpy arrays, ``bytes`` and CPU torch tensors travel as
 out-of-band buffers: the writer copies each once into the ring, the reader
 copies it once out (so a payload never aliases ring memory that a later
 batch will overwrite). Small objects stay in the pickle body, so a batch of
@@ -126,10 +127,11 @@ def encode(envelopes: Sequence[tuple[Any, ...]]) -> tuple[bytes, list[memoryview
     return out.getvalue(), [b.raw() for b in buffers]
 
 
-def decode(record: memoryview, nbufs: int) -> list[tuple[Any, ...]]:
-    """The envelopes of one record (as laid out by :meth:`Ring.write`)."""
-    lengths = record[16 : 16 + 8 * (1 + nbufs)].cast("Q")
-    p = (16 + 8 * (1 + nbufs) + 7) & ~7
+def decode(record: memoryview, nbufs: int, at: int = 16) -> list[tuple[Any, ...]]:
+    """The envelopes of one record (a ring's record, or a broker message: the lengths
+    start at byte ``at``, after the header and any progress cells)."""
+    lengths = record[at : at + 8 * (1 + nbufs)].cast("Q")
+    p = (at + 8 * (1 + nbufs) + 7) & ~7
     body_len = lengths[0]
     body = record[p : p + body_len]
     p += body_len

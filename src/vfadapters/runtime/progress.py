@@ -1,9 +1,10 @@
-"""Progress of a local run: the live table, the no-progress watchdog and the summary.
+"""Progress of a run: the live table, the no-progress watchdog and the summary.
 
-:class:`Progress` reads the control fields and ring headers (it never moves a
-message): every half second it updates the live table (when shown) and the
-watchdog; at the end :func:`build_summary` turns the counters into the
-:class:`~vfadapters.local.summary.RunSummary`.
+:class:`Progress` reads the control fields and the edges' views (it never moves
+a message), whatever the transport: every half second it updates the live
+table (when shown) and the watchdog; at the end :func:`build_summary` turns
+the counters into the :class:`~vfadapters.runtime.summary.RunSummary`, with the
+run's books (:func:`vfcore.runtime.delivery.check_books`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from vfadapters.local.config import SLOT
-from vfadapters.local.latency import merge, summarise
-from vfadapters.local.ring import MC, ME, MW, RD, WAITS
-from vfadapters.local.state import LiveNode, RunState
-from vfadapters.local.summary import EdgeSummary, NodeSummary, RunSummary, ScalingEvent, Stall
+from vfadapters.runtime.config import SLOT
+from vfadapters.runtime.latency import merge, summarise
+from vfadapters.runtime.state import EdgeCounts, LiveNode, RunState
+from vfadapters.runtime.summary import EdgeSummary, NodeSummary, RunSummary, ScalingEvent, Stall
 
 __all__ = ["Progress", "Watch", "build_summary"]
 
@@ -54,9 +54,9 @@ class Progress:
     def node_summary(self, node: LiveNode) -> NodeSummary:
         state = self.state
         f = state.field_sum
-        inputs = node.all_inputs()
-        evicted = sum(ring.h[ME] for ring in inputs)
-        redelivered = sum(ring.h[RD] for ring in inputs)
+        counts = [view.counts() for view in node.all_inputs()]
+        evicted = sum(c.evicted for c in counts)
+        redelivered = sum(c.redelivered for c in counts)
         restarts = sum(state.replicas[s].restarts for s in node.slots)
         devices = {
             pod.name: ",".join(str(i) for i in pod.devices) or "cpu"
@@ -75,7 +75,7 @@ class Progress:
             evicted=int(evicted),
             redelivered=int(redelivered),
             restarts=restarts,
-            join_dropped=f(node, SLOT.JOIN_DROPPED),
+            join_dropped=f(node, SLOT.JOIN_DROPPED) + f(node, SLOT.DUPLICATES),
             filtered=f(node, SLOT.FILTERED),
             returned_none=f(node, SLOT.NONES),
             backlog=node.backlog(),
@@ -88,22 +88,18 @@ class Progress:
         out = []
         for node in self.state.nodes.values():
             for p, parent in enumerate(node.spec.parents):
-                rings = node.in_rings[p]
-                written = sum(r.h[MW] for r in rings)
-                committed = sum(r.h[MC] for r in rings)
-                evicted = sum(r.h[ME] for r in rings)
-                redelivered = sum(r.h[RD] for r in rings)
-                waits = sum(r.h[WAITS] for r in rings)
+                views = node.in_edges[p]
+                c = edge_counts(views)
                 out.append(
                     EdgeSummary(
                         parent,
                         node.name,
-                        int(written),
-                        int(committed - evicted),
-                        int(evicted),
-                        int(redelivered),
-                        int(waits),
-                        rings[0].keep or None,
+                        c.written,
+                        c.settled - c.evicted,
+                        c.evicted,
+                        c.redelivered,
+                        c.waits,
+                        views[0].keep or None,
                     )
                 )
         return tuple(out)
@@ -136,7 +132,7 @@ class Progress:
             if node.spec.is_producer:
                 waiting = 1
             elif len(node.spec.parents) > 1:
-                waiting = sum(ring.pending() for ring in node.all_inputs())
+                waiting = sum(view.pending() for view in node.all_inputs())
             else:
                 waiting = node.backlog()
             if count != w.count or node.complete or not running or not waiting:
@@ -250,6 +246,18 @@ class Progress:
             self._live = None
 
 
+def edge_counts(views: list[Any]) -> EdgeCounts:
+    """The counts of an edge: the sum over its buffers (one per owner)."""
+    counts = [v.counts() for v in views]
+    return EdgeCounts(
+        written=sum(c.written for c in counts),
+        settled=sum(c.settled for c in counts),
+        evicted=sum(c.evicted for c in counts),
+        redelivered=sum(c.redelivered for c in counts),
+        waits=sum(c.waits for c in counts),
+    )
+
+
 def build_summary(
     state: RunState,
     progress: Progress,
@@ -261,9 +269,20 @@ def build_summary(
     scaling: tuple[ScalingEvent, ...],
     gpu: dict[str, Any] | None,
     dead_letter_path: str,
+    books: Any = None,
+    letters: dict[str, int] | None = None,
 ) -> RunSummary:
-    """The run's :class:`RunSummary` from its counters and what the other parts report."""
+    """The run's :class:`RunSummary` from its counters and what the other parts report.
+
+    ``letters``: each node's dead letters as counted in the letters themselves
+    (distinct ids), when the transport can read them back; ``books``: the run's
+    :class:`vfcore.runtime.delivery.Books`.
+    """
+    from dataclasses import replace
+
     nodes = {name: progress.node_summary(node) for name, node in state.nodes.items()}
+    if letters is not None:
+        nodes = {name: replace(n, dead_letters=letters.get(name, 0)) for name, n in nodes.items()}
     dead = sum(n.dead_letters for n in nodes.values())
     consumers = [node for node in state.nodes.values() if node.latency]
     latency = summarise(
@@ -288,4 +307,5 @@ def build_summary(
         stalls=tuple(Stall(**stall) for stall in progress.stalls),
         stall_warning_s=state.opts.stall_warning_s or None,
         latency=latency,
+        books=books,
     )

@@ -1,8 +1,10 @@
-"""What the parts of a local run share: its nodes, replicas, buffers, control fields and voice.
+"""What the parts of a run share: its nodes, replicas, edges, control fields and voice.
 
-The coordinator (:mod:`vfadapters.local.executor`) builds one :class:`RunState`
-from the run's :class:`~vfcore.runtime.LocalLayout`; supervision, progress and
-autoscaling read and update it.
+A coordinator (the local executor's, or ``vf run --broker``'s) builds one
+:class:`RunState` from the run's :class:`~vfcore.runtime.LocalLayout`; the
+supervisor, progress and autoscaling read and update it, whatever the
+transport. Each edge is seen through :class:`EdgeView`: a shared-memory ring's
+counters, or a broker consumer's lag and the run's ledger.
 """
 
 from __future__ import annotations
@@ -11,15 +13,44 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from vfadapters.local.config import WorkerConfig, slot_base
-from vfadapters.local.options import RunOptions
-from vfadapters.local.ring import Ring
+from vfadapters.runtime.config import slot_base
+from vfadapters.runtime.options import RunOptions
 from vfcore import FlowSpec, NodeSpec
 from vfcore.runtime.layout import LocalLayout, NodeLayout
 
-__all__ = ["LiveNode", "Replica", "RunState", "Voice"]
+__all__ = ["EdgeCounts", "EdgeView", "LiveNode", "Replica", "RunState", "Voice"]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeCounts:
+    """What one buffer of an edge has seen, in items: written into it, settled by its
+    reader (evicted ones included), evicted (REALTIME), redelivered after a crash, and
+    how many times a writer waited for room (backpressure)."""
+
+    written: int = 0
+    settled: int = 0
+    evicted: int = 0
+    redelivered: int = 0
+    waits: int = 0
+
+
+class EdgeView(Protocol):
+    """One buffer of an edge as the run observes it (a ring; a broker consumer).
+
+    ``unobserved``: why its backlog cannot be read right now (None when it can):
+    an unobservable backlog is unknown, never zero.
+    """
+
+    keep: int
+    unobserved: str | None
+
+    def counts(self) -> EdgeCounts: ...
+
+    def pending(self) -> int: ...
+
+    def unsettled(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -30,17 +61,18 @@ class Replica:
     index: int
     slot: int
     pod: str  # its name, e.g. "detector/0"
-    cfg: WorkerConfig
+    cfg: Any  # what its process is started with (the transport's plan)
     proc: Any = None
     conn: Any = None
     state: str = "idle"  # idle starting running done failed aborted retiring
     restarts: int = 0
     pids: list[int] = field(default_factory=list)
+    told: bool = False  # retiring: the transport has told it to stop
 
 
 @dataclass(slots=True)
 class LiveNode:
-    """One node during the run: its layout, how many replicas run, its input buffers."""
+    """One node during the run: its layout, how many replicas run, its input edges."""
 
     spec: NodeSpec
     layout: NodeLayout
@@ -48,8 +80,8 @@ class LiveNode:
     active: int = 0
     complete: bool = False
     peak: int = 0
-    in_rings: list[list[Any]] = field(default_factory=list)  # [parent][owner]: rings
-    doorbells: list[Any] = field(default_factory=list)  # [owner]
+    in_edges: list[list[EdgeView]] = field(default_factory=list)  # [parent][owner]
+    wakers: list[Any] = field(default_factory=list)  # [owner]: wake a waiting replica
     latency: dict[int, int] = field(default_factory=dict)  # consumers: merged histograms
     latency_max_ns: int = 0
 
@@ -60,16 +92,16 @@ class LiveNode:
     def name(self) -> str:
         return self.spec.name
 
-    def inputs_of(self, replica: int) -> list[Ring]:
-        """The rings one replica reads, in parent order."""
+    def inputs_of(self, replica: int) -> list[EdgeView]:
+        """The buffers one replica reads, in parent order."""
         owner = self.layout.pods[replica].owner
-        return [per_owner[owner] for per_owner in self.in_rings]
+        return [per_owner[owner] for per_owner in self.in_edges]
 
-    def all_inputs(self) -> list[Ring]:
-        return [ring for per_owner in self.in_rings for ring in per_owner]
+    def all_inputs(self) -> list[EdgeView]:
+        return [view for per_owner in self.in_edges for view in per_owner]
 
     def backlog(self) -> int:
-        return sum(ring.unsettled() for ring in self.all_inputs())
+        return sum(view.unsettled() for view in self.all_inputs())
 
 
 class Voice:
@@ -104,12 +136,15 @@ class RunState:
     voice: Voice
     nodes: dict[str, LiveNode]
     replicas: dict[int, Replica]  # by control slot
-    rings: dict[tuple[str, str], list[Any]]  # (parent, child) → the child's rings on it
+    edges: dict[tuple[str, str], list[EdgeView]]  # (parent, child) → the child's buffers
     children: dict[str, tuple[str, ...]]
-    ctl: Any  # the control segment as u64 fields
+    ctl: Any  # the control fields (u64), per CTL and SLOT
     t0: float = 0.0  # monotonic start of the run
 
     def field_sum(self, node: LiveNode, f: int) -> int:
         """A per-replica control field summed over a node's slots."""
         ctl = self.ctl
         return int(sum(ctl[slot_base(s) + f] for s in node.slots))
+
+    def node_sum(self, node: LiveNode, f: int) -> int:
+        return self.field_sum(node, f)

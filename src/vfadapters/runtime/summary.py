@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vfadapters.local.latency import Latency
+from vfadapters.runtime.latency import Latency
 
 __all__ = ["EdgeSummary", "NodeSummary", "RunStatus", "RunSummary", "ScalingEvent", "Stall"]
 
@@ -30,7 +30,7 @@ class NodeSummary:
     messages a join dropped (timeout, eviction, duplicate, end of stream).
     ``returned_none``: producers, ``next()`` calls that returned None ("nothing now").
     ``latency``: consumers, the end-to-end latency of what they consumed, from
-    the producer's emit to the call of ``consume()`` (:mod:`vfadapters.local.latency`);
+    the producer's emit to the call of ``consume()`` (:mod:`vfadapters.runtime.latency`);
     None for other nodes and for a consumer that consumed nothing.
     """
 
@@ -167,7 +167,10 @@ class RunSummary:
     ``dead_letter_path`` (``None`` when it wrote none). ``stalls``: nodes that
     made no progress for ``stall_warning_s`` seconds (see :class:`Stall`).
     ``latency``: the end-to-end latency over every consumer (None when none
-    consumed anything).
+    consumed anything). ``books``: the run's books
+    (:func:`vfcore.runtime.delivery.check_books`): every edge delivered what
+    was written to it and every node accounted for what it received; a BATCH
+    run whose books do not balance is ``failed``, never ``completed``.
     """
 
     flow: str
@@ -188,6 +191,7 @@ class RunSummary:
     stall_warning_s: float | None = None
     latency: Latency | None = None
     transport: dict[str, Any] | None = None  # vf run --broker: the broker, run id, duplicates
+    books: Any = None  # vfcore.runtime.delivery.Books: whether every count balances
 
     @property
     def ok(self) -> bool:
@@ -221,4 +225,5 @@ class RunSummary:
             "stalls": [s.to_dict() for s in self.stalls],
             "latency": None if self.latency is None else self.latency.to_dict(),
             "transport": self.transport or {"kind": "local"},
+            "books": None if self.books is None else self.books.to_dict(),
         }

@@ -1,10 +1,18 @@
-"""Supervision of a local run: start, watch, restart and stop the replica processes.
+"""Supervision of a run, whatever its transport: start, watch, restart and stop replicas.
 
-:class:`Supervisor` starts one process per replica (consumers first), restarts
-a replica that dies (its in-flight messages are redelivered), closes a node's
-output rings once all its replicas finished (that is how end of stream
-travels), and stops on SIGINT/SIGTERM with a bounded drain. Its :meth:`loop`
-runs the run and calls the progress and autoscaling ticks between events.
+:class:`Supervisor` starts one process per replica (consumers first) from the
+fork server, each running :class:`vfadapters.runtime.worker.Worker` over the
+run's transport; it restarts a replica that dies without its node failing (one
+rule for every node and both transports: up to :data:`MAX_RESTARTS` times;
+what the replica held is made available again by the transport first, and a
+producer resumes where its outputs stop, or fails the run naming itself when
+its node cannot), marks a node complete once its replicas have all finished
+(the transport then ends its children's input: the local rings close; broker
+workers see the ``done`` keys themselves), and stops on SIGINT/SIGTERM with a
+bounded drain. Its :meth:`loop` runs the run and calls the progress and
+autoscaling ticks between events. The stop vocabulary (``summary.stop.how``):
+``drained`` (a first signal: producers stopped, everything produced went
+through), ``immediate`` (a second signal), ``drain-timeout``.
 """
 
 from __future__ import annotations
@@ -18,27 +26,64 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from vfadapters.local.config import CTL, SLOT, slot_base
-from vfadapters.local.ring import Ring
-from vfadapters.local.state import Replica, RunState
+from vfadapters.runtime.config import SLOT, slot_base
+from vfadapters.runtime.state import LiveNode, Replica, RunState
 
-__all__ = ["CLOSE_GRACE_S", "MAX_RESTARTS", "Supervisor", "install_forkserver", "signals_ignored"]
+__all__ = [
+    "CLOSE_GRACE_S",
+    "MAX_RESTARTS",
+    "RunTransport",
+    "Supervisor",
+    "install_forkserver",
+    "signals_ignored",
+]
 
 #: How many times one replica is restarted after dying before the run fails.
-MAX_RESTARTS = 3
+MAX_RESTARTS = 5
+
+
+class RunTransport(Protocol):
+    """What the supervisor asks of a run's transport (the coordinator's side)."""
+
+    #: the function a replica's process runs: ``target(rep.cfg, pipe)``
+    target: Callable[..., None]
+
+    def recover(self, rep: Replica) -> int:
+        """A replica died: undo what it left half done, make what it held available
+        to the others again; how many messages were handed back."""
+
+    def node_complete(self, node: LiveNode) -> None:
+        """Every replica of ``node`` finished: its children's input from it has ended."""
+
+    def request_stop(self) -> None:
+        """Producers stop; everything produced drains through."""
+
+    def abort(self) -> None:
+        """Every replica stops now (what it holds goes back)."""
+
+    def retire(self, rep: Replica) -> None:
+        """Autoscaling retires ``rep``: it finishes what it holds and exits."""
+
+
 #: After a forced stop, how long workers get to call close() before SIGKILL.
 CLOSE_GRACE_S = 2.0
 
 Tick = Callable[[float], None]
 
 
-def install_forkserver(method: str) -> Any:
-    """The multiprocessing context workers start from (the fork server started, signal-proof)."""
+def install_forkserver(method: str, preload: tuple[str, ...] = ()) -> Any:
+    """The multiprocessing context workers start from (the fork server started, signal-proof).
+
+    ``preload``: modules the fork server imports once, so that each worker forked
+    from it starts without importing them (the transport's worker module).
+    """
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["__main__", "numpy", "vfcore", "vfadapters.local.worker"])
+        ctx.set_forkserver_preload(
+            ["__main__", "numpy", "vfcore", "vfadapters.runtime.worker", *preload]
+        )
         from multiprocessing import forkserver
 
         # started with SIGINT and SIGTERM ignored (an ignored signal stays ignored
@@ -80,9 +125,10 @@ def signals_ignored(*signums: int) -> Any:
 class Supervisor:
     """The replica processes of one run, and how the run ends (see the module docstring)."""
 
-    def __init__(self, state: RunState, ctx: Any) -> None:
+    def __init__(self, state: RunState, ctx: Any, transport: RunTransport) -> None:
         self.state = state
         self.mp = ctx
+        self.transport = transport
         self.failed = False
         self.error: str | None = None
         self.aborting = False
@@ -99,10 +145,10 @@ class Supervisor:
     # -- processes ------------------------------------------------------------------------
 
     def start_replica(self, rep: Replica) -> None:
-        from vfadapters.local.worker import worker_main
-
         reader, writer = self.mp.Pipe(duplex=False)
-        proc = self.mp.Process(target=worker_main, args=(rep.cfg, writer), name=f"vf:{rep.pod}")
+        proc = self.mp.Process(
+            target=self.transport.target, args=(rep.cfg, writer), name=f"vf:{rep.pod}"
+        )
         try:
             if self.state.opts.start_method == "spawn":
                 # a spawned worker is exec'd from this process: it inherits SIG_IGN,
@@ -124,6 +170,7 @@ class Supervisor:
         rep.proc = proc
         rep.conn = reader
         rep.state = "starting"
+        rep.told = False
         rep.pids.append(proc.pid)
         self.state.ctl[slot_base(rep.slot) + SLOT.ACTIVE] = 1
 
@@ -175,7 +222,10 @@ class Supervisor:
                     "build": "could not be rebuilt in its worker:",
                     "run": "failed:",
                     "close": "close() raised",
-                }[phase]
+                    "resume": "could not resume:",
+                    "connect": "could not connect:",
+                    "finish": "could not finish:",
+                }.get(phase, f"failed in {phase}():")
                 error = f"{rep.pod}: {what} {message}"
                 if phase == "build" and "Can't get attribute" in message:
                     error += (
@@ -199,29 +249,25 @@ class Supervisor:
         if self.aborting or self.failed:
             rep.state = "aborted"
             return
-        node = state.nodes[rep.node]
         pod = rep.pod
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        if node.spec.is_producer:
-            self.fail(
-                f"{pod}: the producer died ({how}); a producer's position "
-                "cannot be recovered, so the run stops"
-            )
-            rep.state = "failed"
+        if rep.state == "retiring":
+            rep.state = "idle"  # retired by autoscaling
             return
         if rep.restarts >= MAX_RESTARTS:
             self.fail(f"{pod} died {rep.restarts + 1} times (last: {how})")
             rep.state = "failed"
             return
         rep.restarts += 1
-        state.voice.warn(
-            f"{pod} died ({how}); restarting it "
-            f"({rep.restarts}/{MAX_RESTARTS}): its in-flight messages are redelivered"
+        what = (
+            "it resumes after the last item its children hold"
+            if state.nodes[rep.node].spec.is_producer
+            else "what it held is handed out again"
         )
-        for ring in self.rings_of(rep):
-            if ring.recover_lock():
-                state.voice.warn(f"released a lock {pod} held when it died")
-        returned = sum(ring.redeliver(rep.index) for ring in node.inputs_of(rep.index))
+        state.voice.warn(
+            f"{pod} died ({how}); restarting it ({rep.restarts}/{MAX_RESTARTS}): {what}"
+        )
+        returned = self.transport.recover(rep)
         if returned:
             state.voice.say(
                 logging.WARNING,
@@ -229,18 +275,10 @@ class Supervisor:
             )
         self.start_replica(rep)
 
-    def rings_of(self, rep: Replica) -> list[Ring]:
-        """Every ring a replica reads or writes (to recover a lock it died holding)."""
-        state = self.state
-        out = state.nodes[rep.node].inputs_of(rep.index)
-        for child in state.children[rep.node]:
-            out.extend(state.rings[(rep.node, child)])
-        return out
-
     # -- end of stream -----------------------------------------------------------------------
 
     def check_completion(self) -> bool:
-        """Mark nodes whose replicas all finished complete and close their output rings."""
+        """Mark nodes whose replicas all finished complete (their children's input ends)."""
         state = self.state
         changed = True
         while changed:
@@ -255,9 +293,7 @@ class Supervisor:
                     continue
                 node.complete = True
                 changed = True
-                for child in state.children[node.name]:
-                    for ring in state.rings[(node.name, child)]:
-                        ring.set_closed(True)
+                self.transport.node_complete(node)
         return all(node.complete for node in state.nodes.values())
 
     # -- stopping ----------------------------------------------------------------------------
@@ -267,11 +303,11 @@ class Supervisor:
         if self.stop_signal is None:
             self.stop_signal = signal.Signals(signum).name
         if self.stop_requests >= 2:
-            self.state.ctl[CTL.ABORT] = 1
+            self.transport.abort()
 
     def abort(self) -> None:
         """Ask every worker to stop now."""
-        self.state.ctl[CTL.ABORT] = 1
+        self.transport.abort()
 
     def kill_all(self) -> None:
         for rep in self.live_replicas():
@@ -297,7 +333,6 @@ class Supervisor:
         """
         state = self.state
         opts = state.opts
-        ctl = state.ctl
         say = state.voice.say
         self.aborting = False
         drain_deadline = math.inf
@@ -324,11 +359,15 @@ class Supervisor:
             for rep in exited:
                 if rep.proc is not None:
                     self.on_exit(rep)
+            for rep in self.live_replicas():
+                if rep.state == "retiring" and not rep.told:
+                    rep.told = True
+                    self.transport.retire(rep)
             now = time.monotonic()
             if self.failed:
                 if not self.aborting:
                     self.aborting = True
-                    ctl[CTL.ABORT] = 1
+                    self.transport.abort()
                     abort_deadline = now + CLOSE_GRACE_S
                 if not self.live_replicas() or now > abort_deadline:
                     self.kill_all()
@@ -337,7 +376,7 @@ class Supervisor:
                 return "stopped" if self.stop_requests else "completed"
             if self.stop_requests and stop_at is None:
                 stop_at = now
-                ctl[CTL.STOP_PRODUCERS] = 1
+                self.transport.request_stop()
                 drain_deadline = now + opts.drain_timeout_s
                 say(
                     logging.WARNING,
@@ -354,7 +393,7 @@ class Supervisor:
                 return "stopped"
             if stop_at is not None and not self.aborting and now > drain_deadline:
                 self.aborting = True
-                ctl[CTL.ABORT] = 1
+                self.transport.abort()
                 abort_deadline = now + CLOSE_GRACE_S
                 state.voice.warn(
                     f"drain did not finish within {opts.drain_timeout_s:g} s: stopping every "

@@ -63,12 +63,13 @@ partitioned, ``modulo``); ``sink`` has slot 10::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from vfcore.errors import InvalidInputError
+from vfcore.flow.join_policy import JoinPolicy
 from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
-from vfcore.flow.validate import effective_replicas
+from vfcore.flow.validate import effective_join_policy, effective_replicas
 from vfcore.placement.demand import AutoscalingOptions, Reason, autoscaling_rejections, pod_name
 from vfcore.routing.partition import STRATEGIES, Strategy
 from vfcore.runtime.devices import (
@@ -93,6 +94,7 @@ __all__ = [
     "Routing",
     "local_layout",
     "realtime_keep_of",
+    "runtime_join_policy",
 ]
 
 Routing = Literal["single", "competing", "partitioned"]
@@ -197,6 +199,28 @@ def realtime_keep_of(child: NodeSpec, flow_type: str, options: LayoutOptions) ->
     return DEFAULT_REALTIME_KEEP * max(1, len(child.parents))
 
 
+def runtime_join_policy(node: NodeSpec, flow_type: str) -> JoinPolicy | None:
+    """The join policy a replica runs with (None for a node with one parent).
+
+    The node's own policy, else its flow type's default — except that a BATCH
+    join on the default policy holds as many open groups as its inputs let it
+    (``max_pending`` 2**30): its halves stay unacknowledged in its input
+    buffers (or consumers), which bound them, so the assembler never evicts a
+    half that would later meet its counterpart. Both transports take it from
+    here.
+
+    >>> from vfcore import NodeSpec
+    >>> runtime_join_policy(NodeSpec("j", "processor", ("a", "b")), "batch").max_pending
+    1073741824
+    >>> runtime_join_policy(NodeSpec("j", "processor", ("a", "b")), "realtime").max_pending
+    256
+    """
+    policy = effective_join_policy(node, flow_type)
+    if policy is not None and flow_type != REALTIME and node.join_policy is None:
+        policy = replace(policy, max_pending=max(policy.max_pending, 1 << 30))
+    return policy
+
+
 @dataclass(frozen=True, slots=True)
 class PodLayout:
     """One replica a node may run: its pod name, control slot, input buffer and devices.
@@ -248,6 +272,7 @@ class NodeLayout:
     partitioned: bool
     owners: int
     pods: tuple[PodLayout, ...]
+    join_policy: JoinPolicy | None = None
 
     @property
     def slots(self) -> tuple[int, ...]:
@@ -266,6 +291,7 @@ class NodeLayout:
             "partitioned": self.partitioned,
             "owners": self.owners,
             "pods": [pod.to_dict() for pod in self.pods],
+            "join_policy": None if self.join_policy is None else self.join_policy.to_dict(),
         }
 
 
@@ -372,7 +398,7 @@ def local_layout(
     nodes: list[NodeLayout] = []
     slot = 0
     for index, node in enumerate(spec.nodes):
-        nodes.append(_node_layout(node, index, slot, rejections[node.name], opts))
+        nodes.append(_node_layout(node, index, slot, rejections[node.name], opts, spec.flow_type))
         slot += nodes[-1].max_replicas
     devices = _assign(spec, nodes, inventory, opts.gpu_policy)
     if devices is not None:
@@ -393,7 +419,12 @@ def local_layout(
 
 
 def _node_layout(
-    node: NodeSpec, index: int, first_slot: int, rejected: tuple[Reason, ...], opts: LayoutOptions
+    node: NodeSpec,
+    index: int,
+    first_slot: int,
+    rejected: tuple[Reason, ...],
+    opts: LayoutOptions,
+    flow_type: str,
 ) -> NodeLayout:
     n = effective_replicas(node)
     reasons = tuple(r for r in rejected if r.code not in LOCAL_WAIVED_REASONS)
@@ -415,6 +446,7 @@ def _node_layout(
         partitioned=partitioned,
         owners=n if partitioned else 1,
         pods=pods,
+        join_policy=runtime_join_policy(node, flow_type),
     )
 
 
@@ -457,6 +489,7 @@ def _with_devices(node: NodeLayout, assignment: DeviceAssignment) -> NodeLayout:
         node.partitioned,
         node.owners,
         tuple(pods),
+        node.join_policy,
     )
 
 

@@ -224,7 +224,9 @@ class TopologyOptions:
     output republished after a redelivery is still recognised.
     ``batch_max_msgs``: the most messages a BATCH stream holds before it refuses
     publishes (-1: no bound). ``strategy``: how partitioned edges map keys to
-    owners (:func:`vfcore.partition_of`).
+    owners (:func:`vfcore.partition_of`). ``scalable``: nodes whose replicas may
+    be added or removed while they run (autoscaling, KEDA): their edges are
+    ``competing`` whatever their ``nb_tasks``, so their replicas share work.
     """
 
     realtime_keep: int = 1
@@ -233,6 +235,7 @@ class TopologyOptions:
     duplicate_window_s: float = 120.0
     batch_max_msgs: int = 1_000_000
     strategy: Strategy = "modulo"
+    scalable: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         keep = self.realtime_keep
@@ -272,6 +275,12 @@ class TopologyOptions:
                 f"strategy={brief(self.strategy)} is not one of {', '.join(STRATEGIES)}",
                 "use 'modulo' (the default) or 'jump'",
             )
+        scalable = self.scalable
+        if not isinstance(scalable, tuple) or not all(isinstance(n, str) and n for n in scalable):
+            raise _option_error(
+                f"scalable={brief(scalable)} must be a tuple of node names",
+                "name the nodes whose replicas may be added while they run",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -281,6 +290,7 @@ class TopologyOptions:
             "duplicate_window_s": self.duplicate_window_s,
             "batch_max_msgs": self.batch_max_msgs,
             "strategy": self.strategy,
+            "scalable": list(self.scalable),
         }
 
 
@@ -306,9 +316,10 @@ class StreamConfig:
     max_age: int = 0
     duplicate_window: int = 120 * _NS_PER_S
     num_replicas: int = 1
+    allow_direct: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "subjects": list(self.subjects),
             "retention": self.retention,
@@ -321,6 +332,9 @@ class StreamConfig:
             "duplicate_window": self.duplicate_window,
             "num_replicas": self.num_replicas,
         }
+        if self.allow_direct:  # the ledger: entries are looked up by subject
+            data["allow_direct"] = True
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,13 +456,22 @@ class DeadLetters:
 
 @dataclass(frozen=True, slots=True)
 class RunControl:
-    """Where the workers of a run meet besides the streams: a key-value bucket and an object store.
+    """Where the workers of a run meet besides the streams: buckets and the ledger.
 
-    ``bucket`` (JetStream KV, history 1): ``done.<node>.<replica>`` once a
-    replica finished with everything it published stored (a child ends when
-    every replica of each parent is done and its consumers hold nothing more),
-    ``stats.<node>.<replica>`` (its counters, refreshed while it runs) and
-    ``stop`` (producers stop; set on Ctrl-C/SIGTERM of ``vf run``).
+    ``bucket`` (JetStream KV, history 1): ``run`` (created once, if absent, by
+    whoever starts the run: a second start of the same run id is refused),
+    ``done.<node>.<replica>`` once a replica finished with everything it
+    published stored (a child ends when each parent has ended and its consumers
+    hold nothing more), ``stats.<node>.<replica>`` (its live counters),
+    ``seg.<node>.<replica>`` (a producer's open segments: their boundaries are
+    stored before any of their items is published, so a restarted producer cuts
+    them again the same way) and ``stop`` (producers stop; set on Ctrl-C/SIGTERM
+    of ``vf run``). ``splits`` (KV, entries expire after the duplicate window):
+    how an input message's outputs toward replicas that share work were cut
+    into chunks (``split.<node>.<parent>.<seq>``, created if absent, so every
+    attempt at one message cuts alike). ``ledger``: a stream with one entry per
+    origin a node finished (its counters, named by
+    :func:`vfcore.runtime.delivery.ledger_id`), the run's books.
     ``objects``: the object store bucket for records larger than the server's
     message limit (deleted once consumed). Keys use the node tokens of the
     subjects (``node_tokens``), so they are valid KV keys for any node name.
@@ -458,6 +481,9 @@ class RunControl:
     objects: str
     node_tokens: tuple[tuple[str, str], ...]
     stop_key: str = "stop"
+    run_key: str = "run"
+    splits: str = ""
+    ledger_prefix: str = ""
 
     def token_of(self, node: str) -> str:
         for name, token in self.node_tokens:
@@ -470,6 +496,16 @@ class RunControl:
 
     def stats_key(self, node: str, replica: int) -> str:
         return f"stats.{self.token_of(node)}.{replica}"
+
+    def segment_key(self, node: str, replica: int) -> str:
+        return f"seg.{self.token_of(node)}.{replica}"
+
+    def split_key(self, node: str, parent: str, seq: int) -> str:
+        return f"split.{self.token_of(node)}.{self.token_of(parent)}.{seq}"
+
+    def ledger_subject(self, node: str, origin_text: str) -> str:
+        """The ledger subject of ``node``'s entry for an origin (``InputOrigin.text`` …)."""
+        return f"{self.ledger_prefix}.{self.token_of(node)}.{origin_text}"
 
     @staticmethod
     def replicas_needed(node: NodeSpec) -> int:
@@ -496,7 +532,10 @@ class RunControl:
         return {
             "bucket": self.bucket,
             "objects": self.objects,
+            "splits": self.splits,
+            "ledger_prefix": self.ledger_prefix,
             "stop_key": self.stop_key,
+            "run_key": self.run_key,
             "node_tokens": dict(self.node_tokens),
         }
 
@@ -518,6 +557,7 @@ class BrokerTopology:
     edges: tuple[EdgeRoute, ...]
     dead_letters: DeadLetters
     control: RunControl
+    ledger: StreamConfig | None = None
     consumers: tuple[TopologyConsumer, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -533,8 +573,9 @@ class BrokerTopology:
         raise KeyError(node)
 
     def all_streams(self) -> tuple[StreamConfig, ...]:
-        """Every stream to create: the output streams, then the dead-letter stream."""
-        return (*(config for _, config in self.streams), self.dead_letters.config)
+        """Every stream to create: the output streams, the dead-letter stream, the ledger."""
+        ledger = () if self.ledger is None else (self.ledger,)
+        return (*(config for _, config in self.streams), self.dead_letters.config, *ledger)
 
     def edge(self, parent: str, child: str) -> EdgeRoute:
         for edge in self.edges:
@@ -566,6 +607,7 @@ class BrokerTopology:
             "edges": [edge.to_dict() for edge in self.edges],
             "dead_letters": self.dead_letters.to_dict(),
             "control": self.control.to_dict(),
+            "ledger": None if self.ledger is None else self.ledger.to_dict(),
         }
 
 
@@ -662,13 +704,29 @@ def broker_topology(
         duplicate_window=_ns(opts.duplicate_window_s),
     )
     short = label[:48].rstrip("-")
+    ledger_prefix = f"{scope}.led_{digest}"
     control = RunControl(
         bucket=_checked("bucket name", f"VF_CTL_{short}-{digest}", None, spec.name),
         objects=_checked("bucket name", f"VF_OBJ_{short}-{digest}", None, spec.name),
         node_tokens=tuple((n.name, _last_token(names[n.name])) for n in spec.nodes),
+        splits=_checked("bucket name", f"VF_SPL_{short}-{digest}", None, spec.name),
+        ledger_prefix=ledger_prefix,
     )
-    for bucket in (control.bucket, control.objects):
+    for bucket in (control.bucket, control.objects, control.splits):
         _checked("bucket name", bucket, nats_name_problem(bucket), spec.name)
+    ledger = None
+    if not realtime:
+        ledger_name = f"VF_LED_{short}-{digest}"
+        _checked("stream name", ledger_name, nats_name_problem(ledger_name), spec.name)
+        ledger = StreamConfig(
+            name=ledger_name,
+            subjects=(f"{ledger_prefix}.>",),
+            retention="limits",
+            storage="file",
+            discard="new",
+            duplicate_window=_ns(opts.duplicate_window_s),
+            allow_direct=True,
+        )
     return BrokerTopology(
         spec.name,
         spec.flow_type,
@@ -678,6 +736,7 @@ def broker_topology(
         tuple(edges),
         DeadLetters(dlq, dlq_subjects),
         control,
+        ledger,
     )
 
 
@@ -750,7 +809,7 @@ def _edge(
             child.partition_by,
             opts.strategy,
         )
-    routing: Routing = "competing" if replicas > 1 else "single"
+    routing: Routing = "competing" if replicas > 1 or child.name in opts.scalable else "single"
     shared = TopologyConsumer(stream, parent, child.name, None, (), config(consumer, (base,)))
     return EdgeRoute(
         parent, child.name, routing, stream, (base,), (shared,), strategy=opts.strategy

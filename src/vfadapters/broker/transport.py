@@ -1,0 +1,1006 @@
+"""The NATS JetStream transport, worker side: the ports of one replica of a broker run.
+
+:class:`BrokerTransport` gives the one :class:`~vfadapters.runtime.worker.Worker`
+its ports over a NATS connection (a :class:`~vfadapters.broker.client.Bridge`:
+an asyncio loop thread that owns it, driven from the node's thread):
+
+* :class:`StreamInput` — a durable pull consumer; a batch's origin is the
+  parent's token and the message's stream sequence. A batch is acknowledged
+  only after every output it caused is stored *and* its ledger entry (its
+  tally, named after the origin) is; a redelivered batch whose ledger entry
+  exists was finished before and is only acknowledged. How a batch's outputs
+  toward replicas that share work are cut is stored (``split.…`` in the run's
+  splits bucket, created if absent) before its first output, so every attempt
+  cuts alike;
+* :class:`SubjectOutlet` — publishes each chunk with a ``Nats-Msg-Id`` that
+  names exactly the input positions it carries the outputs of
+  (:func:`vfcore.runtime.delivery.output_id`; a join: one message per group);
+  the stream's duplicate window drops one published again and the publish
+  ack says so;
+* :class:`StreamLetters` — the run's dead-letter stream, one message per
+  letter id;
+* a producer's segments — the start and cut of a segment are stored in the
+  control bucket (``seg.<node>.<replica>``) before its first chunk is
+  published, its end before its last: a restarted producer cuts them again.
+
+REALTIME: plain publishes (never waited for), no ids, no ledger; a message is
+delivered at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from vfadapters.broker.client import Bridge, api_request, ensure_topology
+from vfadapters.broker.record import header, pack
+from vfadapters.runtime.codec import decode
+from vfadapters.runtime.config import CTL, SLOT, NodeConfig, slot_base
+from vfadapters.runtime.letters import DeadLetter
+from vfadapters.runtime.ports import Envelope, OutputKey, Tally
+from vfadapters.runtime.worker import Aborted, ProducerSegment, ResumePlan
+from vfcore.runtime import BrokerTopology, TopologyConsumer, TopologyOptions
+from vfcore.runtime.delivery import (
+    GroupOrigin,
+    InputOrigin,
+    Origin,
+    SegmentOrigin,
+    ledger_id,
+    output_id,
+)
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD",
+    "BrokerPlan",
+    "BrokerTransport",
+    "StreamInput",
+    "SubjectOutlet",
+]
+
+#: publishes in flight before a writer waits for the oldest acknowledgement
+MAX_INFLIGHT = 256
+MAX_INFLIGHT_BYTES = 32 << 20
+#: chunks an input batch's outputs may hold back before they are published anyway
+MAX_STAGED = 2048
+#: NATS's own default message limit; the server's INFO may say more or less
+DEFAULT_MAX_PAYLOAD = 1 << 20
+STATS_INTERVAL_S = 0.5
+#: JetStream refuses a publish to a full ``discard new`` stream with this code
+_STORE_FULL_CODES = frozenset({10077, 10027, 10047})
+#: JetStream's "no message found" (a ledger lookup that finds nothing)
+_NO_MESSAGE = 10037
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerPlan:
+    """What one broker replica needs besides its node: where the run lives.
+
+    ``scalable``: nodes whose replicas may be added while they run (their inputs
+    are fetched one message at a time, so a new replica finds work);
+    ``create_topology``: create what is missing of the run's topology first
+    (``vf worker``); ``node_blob``/``preload``: a replica forked by ``vf run
+    --broker`` rebuilds its node from these (``vf worker`` is given the node).
+    """
+
+    node: NodeConfig
+    url: str
+    topology: TopologyOptions
+    flow: Any  # the FlowSpec (the topology is computed from it)
+    scalable: tuple[str, ...] = ()
+    create_topology: bool = False
+    node_blob: bytes = b""
+    preload: tuple[str, ...] = ()
+    fetch_timeout_s: float = 0.2
+    parent_tokens: tuple[str, ...] = field(default=())
+    #: how long the first connection is retried (a server restarting under a run)
+    connect_wait_s: float = 0.0
+
+
+class BrokerControl:
+    """This replica's flags and counters, kept in its own process and published."""
+
+    def __init__(self) -> None:
+        self.ctl = array("Q", [0] * (CTL.BASE + SLOT.FIELDS + 64))
+        self.base = slot_base(0)
+        self.ctl[self.base + SLOT.ACTIVE] = 1
+
+    def stop_requested(self) -> bool:
+        return bool(self.ctl[CTL.STOP_PRODUCERS])
+
+    def aborting(self) -> bool:
+        return bool(self.ctl[CTL.ABORT])
+
+    def active(self) -> bool:
+        return bool(self.ctl[self.base + SLOT.ACTIVE])
+
+
+class BrokerBatch:
+    """A fetched message, as the worker sees a batch."""
+
+    __slots__ = (
+        "count",
+        "data",
+        "msg",
+        "nbufs",
+        "origin",
+        "outstanding",
+        "redelivered",
+        "settled",
+        "tally",
+        "undecodable",
+    )
+
+    def __init__(self, msg: Any, data: Any, count: int, nbufs: int, origin: InputOrigin) -> None:
+        self.msg = msg
+        self.data = data
+        self.count = count
+        self.nbufs = nbufs
+        self.outstanding = count
+        self.settled = False
+        self.origin = origin
+        self.redelivered = msg.metadata.num_delivered > 1
+        self.tally: Tally | None = None
+        self.undecodable: str | None = None
+
+    def envelopes(self) -> list[Envelope]:
+        if self.undecodable is not None:
+            raise ValueError(self.undecodable)
+        return decode(memoryview(self.data), self.nbufs)
+
+
+class StreamInput:
+    """One durable pull consumer, read by this replica (see the module docstring)."""
+
+    def __init__(
+        self, t: BrokerTransport, parent: str, token: str, consumer: TopologyConsumer, shared: bool
+    ) -> None:
+        self.t = t
+        self.parent = parent
+        self.token = token
+        self.consumer = consumer
+        self.sub: Any = None
+        self.buffer: deque[Any] = deque()
+        self.held = 0  # claimed and not yet acknowledged
+        self.upstream_done = False
+        self.next_end_check = 0.0
+        self.committed = 0  # items acknowledged
+        self.redelivered = 0
+        self.done_before = 0  # redelivered batches whose ledger entry existed
+        self.copies = 0  # messages handed to us again while we still held them
+        self.holding: set[int] = set()  # stream sequences claimed and not yet settled
+        # one at a time when replicas share the consumer (or may be added): none hoards work
+        self.batch = 1 if t.realtime or shared else 4
+
+    async def bind(self) -> None:
+        js = self.t.bridge.js
+        self.sub = await js.pull_subscribe_bind(
+            durable=self.consumer.name, stream=self.consumer.stream
+        )
+
+    async def _fetch(self) -> list[Any]:
+        try:
+            msgs: list[Any] = await self.sub.fetch(self.batch, timeout=self.t.plan.fetch_timeout_s)
+            return msgs
+        except TimeoutError:
+            return []
+        except Exception as exc:  # a reconnect in progress, a server restart
+            import nats.errors
+
+            if isinstance(exc, nats.errors.TimeoutError):
+                return []
+            self.t.note_broker_error(exc)
+            await asyncio.sleep(0.1)
+            return []
+
+    def claim(self) -> BrokerBatch | Literal[False] | None:
+        t = self.t
+        if not self.buffer:
+            msgs = t.bridge.run(self._fetch())
+            if not msgs:
+                if self.ended():
+                    return False
+                return None
+            self.buffer.extend(msgs)
+        msg = self.buffer.popleft()
+        seq = msg.metadata.sequence.stream
+        if seq in self.holding:
+            # a join holds halves unacknowledged past ack_wait: the server hands the same
+            # message out again. The copy is left alone (acknowledging it would settle
+            # the one we hold); the held one is acknowledged with its group
+            self.copies += 1
+            return None
+        data = msg.data
+        origin = InputOrigin(self.token, seq)
+        head = header(data)
+        undecodable = None
+        if head is None:
+            from vfadapters.broker.payloads import LargePayloadMissingError
+
+            try:
+                data = t.resolve_large(data)
+                head = header(data)
+            except LargePayloadMissingError:
+                # its record was deleted, which happens only after a message that
+                # referenced it was acknowledged: this is a late duplicate
+                t.bridge.submit(_ack_all([msg]))
+                t.logger.warning(
+                    "a redelivered message on %s referenced a large record already consumed "
+                    "and freed: dropped as a duplicate",
+                    msg.subject,
+                )
+                self.redelivered += 1
+                return None
+            except Exception as exc:
+                undecodable = f"its large record could not be read: {type(exc).__name__}: {exc}"
+            if head is None and undecodable is None:
+                undecodable = (
+                    f"a message of {len(msg.data)} bytes on {msg.subject} is not a vf record"
+                )
+        batch = BrokerBatch(msg, data, head[0] if head else 1, head[1] if head else 0, origin)
+        batch.undecodable = undecodable
+        if (
+            time.monotonic() - t.bridge.reconnected_at < t.suspect_s
+            or time.time() < t.suspect_until
+        ):
+            # after the server came back, a message's delivery count may have been
+            # reset with the consumer's state: any of them may have been handled before
+            batch.redelivered = True
+        self.holding.add(seq)
+        self.held += 1
+        if batch.redelivered:
+            self.redelivered += batch.count
+        return batch
+
+    def chunking(self, batch: Any, proposed: Sequence[int]) -> tuple[int, ...]:
+        """The first attempt's cut when it split the batch (stored before any output);
+        the whole batch per edge otherwise (see the module docstring)."""
+        whole = [max(1, batch.count)] * len(proposed)
+        splits = any(limit < batch.count for limit in proposed)
+        if not splits and not batch.redelivered:
+            return tuple(whole)
+        t = self.t
+        key = t.topo.control.split_key(t.cfg.node, self.parent, batch.origin.seq)
+        wanted = list(proposed) if not batch.redelivered else whole
+        stored = t.bridge.run(t.retrying(lambda: t.decide(key, wanted)))
+        return tuple(int(x) for x in stored)
+
+    def already_done(self, batch: Any) -> bool:
+        t = self.t
+        if t.topo.ledger is None:
+            return False
+        found = t.bridge.run(t.retrying(lambda: t.ledger_has(batch.origin)))
+        if found:
+            self.done_before += 1
+        return bool(found)
+
+    def settle(self, batches: Sequence[Any], tally: Tally | None) -> None:
+        """Acknowledge ``batches`` once every output published so far is stored, after
+        their ledger entry (``tally``): the node goes on meanwhile."""
+        t = self.t
+        t.raise_async_error()
+        t.flush_staged()
+        if tally is not None:
+            t.count(tally, self.parent)
+        ledger = None
+        if tally is not None and t.topo.ledger is not None and len(batches) == 1:
+            ledger = (batches[0].origin, tally)
+        elif tally is not None and t.topo.ledger is not None:
+            for b in batches:  # a join settles several: one entry each, its own tally
+                bt = b.tally if b.tally is not None else Tally(received=b.count)
+                t.ledger(b.origin, bt, self.parent)
+        if ledger is not None:
+            t.ledger(ledger[0], ledger[1], self.parent)
+        published = list(t.inflight)
+        t.inflight.clear()
+        for b in batches:
+            self.holding.discard(b.origin.seq)
+        msgs = [b.msg for b in batches]
+        refs = [b.msg.data for b in batches if t.large is not None]
+        count = sum(b.count for b in batches)
+        t.bridge.submit(self._settle(published, msgs, refs, count))
+
+    async def _settle(
+        self, published: list[Any], msgs: list[Any], refs: list[Any], count: int
+    ) -> None:
+        t = self.t
+        try:
+            for fut in published:
+                await asyncio.wrap_future(fut)
+        except BaseException as exc:  # not stored: the inputs are not acked (redelivered)
+            t.async_error = exc
+            self.held -= len(msgs)
+            return
+        await _ack_all(msgs)
+        self.committed += count
+        self.held -= len(msgs)
+        for ref in refs:
+            if t.large.is_reference(ref):
+                with contextlib.suppress(Exception):
+                    await t.large.delete(ref)
+
+    def ended(self) -> bool:
+        """Every replica of the parent is done and nothing is left for us to take."""
+        now = time.monotonic()
+        if now < self.next_end_check:
+            return False
+        self.next_end_check = now + 0.2
+        t = self.t
+        if not self.upstream_done:
+            self.upstream_done = t.bridge.run(t.replicas_done(self.parent))
+            if not self.upstream_done:
+                return False
+        c = self.consumer
+        info = t.bridge.run(api_request(t.bridge.nc, f"$JS.API.CONSUMER.INFO.{c.stream}.{c.name}"))
+        if info.get("error"):
+            t.note_broker_error(RuntimeError(str(info["error"])))
+            return False
+        pending = int(info.get("num_pending", 0))
+        in_flight = int(info.get("num_ack_pending", 0))
+        return pending == 0 and in_flight <= self.held + len(self.buffer)
+
+    def wait(self, timeout_s: float) -> None:
+        if self.t.control.aborting():
+            raise Aborted
+
+    def wake(self) -> None:
+        return None
+
+    def nak_all(self) -> None:
+        """On abort: what we fetched goes back to the consumer at once (not after ack_wait)."""
+        msgs = list(self.buffer)
+        self.buffer.clear()
+        if msgs:
+            with contextlib.suppress(Exception):
+                self.t.bridge.run(_nak_all(msgs), timeout_s=2)
+
+
+async def _ack_all(msgs: list[Any]) -> None:
+    for m in msgs:
+        with contextlib.suppress(Exception):
+            await m.ack()
+
+
+async def _nak_all(msgs: list[Any]) -> None:
+    for m in msgs:
+        with contextlib.suppress(Exception):
+            await m.nak()
+
+
+class SubjectOutlet:
+    """Where one edge's (partition's) chunks are published."""
+
+    def __init__(self, t: BrokerTransport, subject: str, child: str, partition: int) -> None:
+        self.t = t
+        self.subject = subject
+        self.child = child  # the child's token
+        self.partition = partition
+        self.written = 0
+        self.records = 0  # NATS messages: lag counts these, not the items in them
+        self.duplicates = 0
+        self.waits = 0
+
+    def write(self, envelopes: list[Envelope], key: OutputKey) -> int:
+        t = self.t
+        node = t.cfg.token
+        if t.realtime:
+            t.publish(self, envelopes, None)
+            return len(envelopes)
+        if key.groups:  # a join: one message per group, named after it
+            for env, group in zip(envelopes, key.groups, strict=True):
+                t.publish(self, [env], output_id(node, self.child, self.partition, group, 0, 0))
+            return len(envelopes)
+        assert key.origin is not None
+        msg_id = output_id(node, self.child, self.partition, key.origin, key.chunk, key.part)
+        if key.batch is not None:  # an input batch's outputs wait for its settlement
+            t.stage(self, envelopes, msg_id)
+        else:
+            t.publish(self, envelopes, msg_id)
+        return len(envelopes)
+
+
+class StreamLetters:
+    """The run's dead-letter stream: one message per letter id (docs/broker.md)."""
+
+    def __init__(self, t: BrokerTransport) -> None:
+        self.t = t
+
+    def put(self, letter: DeadLetter, envelope: Envelope | None) -> None:
+        t = self.t
+        doc = letter.to_dict()
+        record: bytes | bytearray
+        if envelope is None:
+            doc["replayable"] = False
+            record = pack([])
+        else:
+            try:
+                record = pack([envelope])
+            except Exception:  # a payload that cannot be pickled: listed, not replayable
+                doc["replayable"] = False
+                record = pack([])
+            if len(record) > t.max_payload - 64 * 1024:
+                doc["replayable"] = False
+                record = pack([])
+        subject = t.topo.dead_letters.subject_of(t.cfg.node)
+        headers = {"Vf-Dead-Letter": json.dumps(doc, default=repr), "Nats-Msg-Id": letter.id}
+        t.dead_letter_count += 1
+        t.inflight.append(t.bridge.submit(t.publish_raw(subject, bytes(record), headers)))
+
+
+class BrokerTransport:
+    """The ports of one replica of a broker run (see the module docstring)."""
+
+    latency_clock = staticmethod(time.time_ns)  # replicas may run on different hosts
+
+    def __init__(
+        self,
+        plan: BrokerPlan,
+        topo: BrokerTopology,
+        node: Any,
+        events: Callable[[tuple[Any, ...]], None],
+        handler: Callable[[str], logging.Handler] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.plan = plan
+        self.cfg = plan.node
+        self.topo = topo
+        self.live_node = node
+        self.events = events
+        self.realtime = self.cfg.flow_type == "realtime"
+        self.bridge = Bridge()
+        self.control = BrokerControl()
+        self.letters = StreamLetters(self)
+        self.inflight: deque[concurrent.futures.Future[Any]] = deque()
+        self.state = "starting"
+        self.error: dict[str, Any] | None = None
+        self.broker_errors = 0
+        self.last_broker_error = ""
+        self.dead_letter_count = 0
+        self.large: Any = None
+        self.max_payload = DEFAULT_MAX_PAYLOAD
+        self.stats_task: Any = None
+        self.async_error: BaseException | None = None
+        self.retired = False
+        self.inputs_: list[StreamInput] = []
+        self.outlets_: list[list[SubjectOutlet]] = []
+        self.logger = logging.getLogger(f"vf.{self.cfg.pod}")
+        self.tally = Tally()  # everything counted so far (the live counters)
+        self.received_from: dict[str, int] = {}
+        self.open_segments: list[ProducerSegment] = []
+        self.position_done = 0
+        self.child_costs: dict[int, int] = {}
+        self.staged: list[tuple[SubjectOutlet, list[Envelope], str]] = []
+        #: how long after a reconnection every input is treated as redelivered
+        self.suspect_s = max(10.0, 3 * plan.topology.ack_wait_s)
+        self.suspect_until = 0.0  # wall clock: the server restarted before we connected
+
+    # -- the WorkerTransport protocol ----------------------------------------------------
+
+    def attach(self, cfg: NodeConfig) -> None:
+        plan, topo = self.plan, self.topo
+        deadline = time.monotonic() + plan.connect_wait_s
+        while True:
+            try:
+                self.bridge.connect(plan.url, name=f"vf-worker {cfg.pod} run {cfg.run_id}")
+                break
+            except Exception:
+                if time.monotonic() >= deadline or self.control.aborting():
+                    raise
+                self.bridge.close()
+                self.bridge = Bridge()
+                time.sleep(0.25)
+        nc = self.bridge.nc
+        self.max_payload = int(
+            getattr(nc, "max_payload", DEFAULT_MAX_PAYLOAD) or DEFAULT_MAX_PAYLOAD
+        )
+        if plan.create_topology:
+            self.bridge.run(ensure_topology(nc, topo), timeout_s=60)
+        self.kv = self.bridge.run(self.bridge.js.key_value(topo.control.bucket), timeout_s=10)
+        self.bridge.run(self.retrying(self.note_server), timeout_s=60)
+        self.bridge.on_reconnect = self.note_server
+        self.splits: Any = None
+        self.stats_task = self.bridge.submit(self.stats_loop())
+
+    def log_handler(self, prefix: str) -> logging.Handler:
+        if self.handler is not None:
+            return self.handler(prefix)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{prefix} %(message)s"))
+        return handler
+
+    def build_node(self) -> Any:
+        if self.live_node is not None:
+            return self.live_node
+        if self.plan.preload:
+            from pathlib import Path
+
+            from vfadapters.loading import import_file
+
+            for path in self.plan.preload:
+                import_file(Path(path))
+        import pickle
+
+        return pickle.loads(self.plan.node_blob)
+
+    def inputs(self) -> list[StreamInput]:
+        cfg, topo = self.cfg, self.topo
+        reads = topo.reads(cfg.node, cfg.replica)
+        tokens = dict(topo.control.node_tokens)
+        scalable = cfg.node in self.plan.scalable
+        out = []
+        for consumer in reads:
+            edge = topo.edge(consumer.parent, cfg.node)
+            shared = consumer.owner is None and (edge.routing == "competing" or scalable)
+            out.append(
+                StreamInput(self, consumer.parent, tokens[consumer.parent], consumer, shared)
+            )
+        for inp in out:
+            self.bridge.run(inp.bind(), timeout_s=10)
+        order = {p: i for i, p in enumerate(cfg.parents)}
+        out.sort(key=lambda i: order[i.parent])
+        self.inputs_ = out
+        return out
+
+    def outlets(self, edge: int) -> list[SubjectOutlet]:
+        plan = self.cfg.edges[edge]
+        route = self.topo.edge(self.cfg.node, plan.child)
+        token = self.topo.control.token_of(plan.child)
+        outlets = [SubjectOutlet(self, s, token, i) for i, s in enumerate(route.subjects)]
+        while len(self.outlets_) <= edge:
+            self.outlets_.append([])
+        self.outlets_[edge] = outlets
+        return outlets
+
+    def send(self, event: tuple[Any, ...]) -> None:
+        kind = event[0]
+        if kind == "opened":
+            self.state = "running"
+            self.bridge.submit(self.put_stats())  # vf run starts producers once all are up
+        elif kind == "done":
+            self.state = "retired" if self.retired else "done"
+        elif kind == "aborted":
+            self.state = "aborted"
+        elif kind == "failed":
+            _, phase, error, _ = event
+            self.state = "failed"
+            self.error = {"phase": phase, "error": error}
+        self.events(event)
+
+    def child_cost(self, edge: int) -> int:
+        return self.child_costs.get(edge, 0)
+
+    def wait(self, timeout_s: float) -> None:
+        if self.control.aborting():
+            raise Aborted
+        time.sleep(0.005)  # each parent's fetch already waited briefly
+
+    async def note_server(self) -> None:
+        """Which server process the run talks to: a worker that finds another one than the
+        run saw before (the server restarted) treats its inputs as redelivered for a while
+        (delivery counts may have been reset with the consumers' state)."""
+        from nats.js.errors import KeyNotFoundError
+
+        server_id = str((getattr(self.bridge.nc, "_server_info", None) or {}).get("server_id", ""))
+        try:
+            entry = await self.kv.get("server")
+            doc = json.loads(entry.value or b"{}")
+        except KeyNotFoundError:
+            doc = {}
+        if doc.get("id") == server_id:
+            if doc.get("restarted"):
+                self.suspect_until = float(doc.get("since", 0)) + self.suspect_s
+            return
+        now = time.time()
+        restarted = bool(doc)
+        await self.kv.put(
+            "server",
+            json.dumps({"id": server_id, "since": now, "restarted": restarted}).encode(),
+        )
+        if restarted:
+            self.suspect_until = now + self.suspect_s
+
+    # -- producers -------------------------------------------------------------------------
+
+    def producer_resume(self) -> ResumePlan | None:
+        from nats.js.errors import KeyNotFoundError
+
+        key = self.topo.control.segment_key(self.cfg.node, self.cfg.replica)
+        try:
+            entry = self.bridge.run(self.retrying(lambda: self.kv.get(key)))
+        except KeyNotFoundError:
+            return None
+        doc = json.loads(entry.value or b"{}")
+        segments = tuple(
+            ProducerSegment(int(s["start"]), [int(x) for x in s["limits"]], s.get("end"))
+            for s in doc.get("open", ())
+        )
+        self.position_done = int(doc.get("done", 0))
+        return ResumePlan(self.position_done, segments)
+
+    def _put_segments(self) -> None:
+        key = self.topo.control.segment_key(self.cfg.node, self.cfg.replica)
+        doc = {"done": self.position_done, "open": [s.to_dict() for s in self.open_segments]}
+        data = json.dumps(doc).encode()
+        self.bridge.run(self.retrying(lambda: self.kv.put(key, data)))
+
+    async def retrying(self, make: Callable[[], Any]) -> Any:
+        """``await make()``, again and again while the server cannot answer (a restart,
+        a reconnect): the operations retried are idempotent. An abort gives up."""
+        import nats.errors
+        from nats.js.errors import APIError
+
+        delay = 0.01
+        while True:
+            if self.control.aborting():
+                raise Aborted
+            try:
+                return await make()
+            except APIError as exc:  # an answer: "not found", "wrong last sequence" are final
+                if (getattr(exc, "code", None) or 0) < 500:
+                    raise
+                self.note_broker_error(exc)
+            except (nats.errors.Error, TimeoutError, OSError) as exc:
+                self.note_broker_error(exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def begin_segment(self, segment: ProducerSegment) -> None:
+        self._forget_finished_segments()
+        self.open_segments.append(segment)
+        self._put_segments()
+
+    def seal_segment(self, segment: ProducerSegment) -> None:
+        self._put_segments()
+
+    def end_segment(self, segment: ProducerSegment, tally: Tally) -> None:
+        self.count(tally, None)
+        if self.realtime:
+            return
+        origin = SegmentOrigin(self.cfg.replica, segment.start)
+        self.ledger(origin, tally, None)
+        published = list(self.inflight)
+        self.inflight.clear()
+        segment.stored = self.bridge.submit(self._segment_stored(published))
+
+    async def _segment_stored(self, published: list[Any]) -> None:
+        for fut in published:
+            await asyncio.wrap_future(fut)
+
+    def _forget_finished_segments(self) -> None:
+        """Segments whose every publish is stored no longer need cutting again."""
+        while self.open_segments:
+            seg = self.open_segments[0]
+            stored = seg.stored
+            if stored is None or not stored.done():
+                break
+            stored.result()
+            self.open_segments.pop(0)
+            assert seg.end is not None
+            self.position_done = seg.end
+
+    # -- joins ---------------------------------------------------------------------------------
+
+    def groups_done(
+        self, groups: Sequence[tuple[GroupOrigin | None, Tally, tuple[Any, ...]]]
+    ) -> None:
+        for origin, tally, _ in groups:
+            self.count(tally, None)
+            if origin is not None and not self.realtime:
+                self.ledger(origin, tally, None)
+
+    def was_emitted(self, group: GroupOrigin) -> bool:
+        """Whether ``group`` was handled before (its ledger entry is stored)."""
+        return bool(self.bridge.run(self.retrying(lambda: self.ledger_has(group))))
+
+    # -- publishing ------------------------------------------------------------------------------
+
+    def stage(self, outlet: SubjectOutlet, envelopes: list[Envelope], msg_id: str) -> None:
+        """Hold an input batch's chunk until the batch is settled (see :meth:`flush_staged`)."""
+        self.staged.append((outlet, envelopes, msg_id))
+        if len(self.staged) >= MAX_STAGED:
+            self.flush_staged()
+
+    def flush_staged(self) -> None:
+        """Publish the chunks held for the batch being settled, just before its ledger entry.
+
+        Held until then, an input batch's outputs are stored within a burst that its
+        ledger entry closes, so a server that dies and forgets the ids of consumed
+        messages cannot be caught between a stored output and the entry saying so
+        for longer than that burst (docs/broker.md, "Exactly once").
+        """
+        staged, self.staged = self.staged, []
+        for outlet, envelopes, msg_id in staged:
+            self.publish(outlet, envelopes, msg_id)
+
+    def publish(self, outlet: SubjectOutlet, envelopes: list[Envelope], msg_id: str | None) -> None:
+        data = pack(envelopes)
+        outlet.written += len(envelopes)
+        outlet.records += 1
+        payload: Any = data
+        if len(data) > self.max_payload - 4096:
+            payload = self.store_large(msg_id or f"{outlet.child}.{time.monotonic_ns()}", data)
+        if msg_id is None:
+            self.bridge.submit(self.bridge.nc.publish(outlet.subject, payload))
+            return
+        headers = {"Nats-Msg-Id": msg_id}
+        fut = self.bridge.submit(self.publish_raw(outlet.subject, payload, headers, outlet))
+        inflight = self.inflight
+        inflight.append(fut)
+        # at most MAX_INFLIGHT publishes, and about MAX_INFLIGHT_BYTES, unanswered
+        bound = max(2, min(MAX_INFLIGHT, MAX_INFLIGHT_BYTES // max(1, len(payload))))
+        while len(inflight) > bound:
+            inflight.popleft().result()
+        while inflight and inflight[0].done():
+            inflight.popleft().result()
+
+    async def publish_raw(
+        self, subject: str, data: Any, headers: dict[str, str], outlet: SubjectOutlet | None = None
+    ) -> None:
+        """Publish with an acknowledgement; a full stream or a lost server is waited out
+        (the same id again: never stored twice), an abort gives up."""
+        import nats.errors
+        from nats.js.errors import APIError
+
+        delay = 0.005
+        while True:
+            if self.control.aborting():
+                raise Aborted
+            try:
+                ack = await self.bridge.js.publish(subject, data, timeout=5.0, headers=headers)
+                if ack.duplicate and outlet is not None:
+                    outlet.duplicates += 1
+                return
+            except APIError as exc:
+                if exc.err_code in _STORE_FULL_CODES or "maximum" in str(exc.description or ""):
+                    if outlet is not None:
+                        outlet.waits += 1  # the stream is full: back-pressure, never loss
+                else:
+                    raise
+            except (nats.errors.Error, TimeoutError, OSError) as exc:
+                self.note_broker_error(exc)  # reconnecting: the same id is published again
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def ledger(self, origin: Origin, tally: Tally, parent: str | None) -> None:
+        """Publish the ledger entry of ``origin`` (after what was published before it)."""
+        topo = self.topo
+        if topo.ledger is None:
+            return
+        subject = topo.control.ledger_subject(self.cfg.node, origin.text)
+        doc = {"n": self.cfg.node, "r": self.cfg.replica, "p": parent, "t": tally.to_dict()}
+        headers = {"Nats-Msg-Id": ledger_id(self.cfg.token, origin)}
+        self.inflight.append(
+            self.bridge.submit(self.publish_raw(subject, json.dumps(doc).encode(), headers))
+        )
+
+    async def ledger_has(self, origin: Origin) -> bool:
+        topo = self.topo
+        if topo.ledger is None:
+            return False
+        subject = topo.control.ledger_subject(self.cfg.node, origin.text)
+        answer = await api_request(
+            self.bridge.nc,
+            f"$JS.API.STREAM.MSG.GET.{topo.ledger.name}",
+            {"last_by_subj": subject},
+            timeout_s=10.0,
+        )
+        error = answer.get("error")
+        if error and error.get("err_code") == _NO_MESSAGE:
+            return False
+        if error:
+            raise TimeoutError(f"the run's ledger did not answer: {error.get('description')}")
+        return True
+
+    async def decide(self, key: str, wanted: list[int]) -> list[int]:
+        """The cut stored under ``key`` (created as ``wanted`` if absent)."""
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        if self.splits is None:
+            self.splits = await self.bridge.js.key_value(self.topo.control.splits)
+        try:
+            await self.splits.create(key, json.dumps(wanted).encode())
+            return wanted
+        except KeyWrongLastSequenceError:
+            entry = await self.splits.get(key)
+            return [int(x) for x in json.loads(entry.value)]
+
+    def count(self, tally: Tally, parent: str | None) -> None:
+        """Add ``tally`` to the live counters (the ledger keeps the exact ones)."""
+        ctl, base = self.control.ctl, self.control.base
+        kind = self.cfg.spec.kind
+        for name, f in (
+            ("received", SLOT.RECEIVED),
+            ("outputs", SLOT.OUTPUTS),
+            ("filtered", SLOT.FILTERED),
+            ("grouped", SLOT.GROUPED),
+            ("groups", SLOT.GROUPS),
+            ("duplicates", SLOT.DUPLICATES),
+            ("produced", SLOT.PRODUCED),
+            ("join_dropped", SLOT.HALVES_DROPPED),
+        ):
+            ctl[base + f] += getattr(tally, name)
+        if kind == "producer":
+            ctl[base + SLOT.PROCESSED] += tally.produced
+        elif len(self.cfg.parents) > 1:
+            ctl[base + SLOT.PROCESSED] += tally.groups
+        else:
+            ctl[base + SLOT.PROCESSED] += tally.received
+        if parent is not None and tally.received:
+            self.received_from[parent] = self.received_from.get(parent, 0) + tally.received
+
+    def raise_async_error(self) -> None:
+        error = self.async_error
+        if error is not None:
+            self.async_error = None
+            raise error
+
+    def wait_published(self) -> None:
+        inflight = self.inflight
+        while inflight:
+            inflight.popleft().result()
+        self.raise_async_error()
+
+    def wait_settled(self) -> None:
+        """Until every input taken has been acknowledged (or its outputs failed)."""
+        deadline = time.monotonic() + 60
+        while any(i.held for i in self.inputs_) and time.monotonic() < deadline:
+            self.raise_async_error()
+            time.sleep(0.001)
+        self.raise_async_error()
+
+    def note_broker_error(self, exc: BaseException) -> None:
+        self.broker_errors += 1
+        self.last_broker_error = f"{type(exc).__name__}: {exc}"
+
+    # -- large payloads ---------------------------------------------------------------------
+
+    def store_large(self, key: str, data: bytes | bytearray) -> bytes:
+        if self.large is None:
+            from vfadapters.broker.payloads import LargePayloads
+
+            self.large = LargePayloads(self.bridge.nc, self.bridge.js, self.topo.control.objects)
+            self.bridge.run(self.large.ensure(), timeout_s=30)
+        ref: bytes = self.bridge.run(self.large.put(key, [data]), timeout_s=120)
+        return ref
+
+    def resolve_large(self, data: bytes) -> Any:
+        if self.large is None:
+            from vfadapters.broker.payloads import LargePayloads
+
+            self.large = LargePayloads(self.bridge.nc, self.bridge.js, self.topo.control.objects)
+        if not self.large.is_reference(data):
+            return data
+        return self.bridge.run(self.large.get(data), timeout_s=120)
+
+    # -- counters for whoever watches the run -------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        ctl, base = self.control.ctl, self.control.base
+        fields = list(ctl[base : base + SLOT.FIELDS])
+        fields[SLOT.DEAD_LETTERS] = self.dead_letter_count
+        return {
+            "node": self.cfg.node,
+            "replica": self.cfg.replica,
+            "pid": os.getpid(),
+            "state": self.state,
+            "fields": fields,
+            "in": {
+                i.parent: {
+                    "committed": i.committed,
+                    "redelivered": i.redelivered,
+                    "done_before": i.done_before,
+                    "copies": i.copies,
+                }
+                for i in self.inputs_
+            },
+            "out": {
+                self.cfg.edges[e].child: {
+                    "written": sum(o.written for o in outs),
+                    "records": sum(o.records for o in outs),
+                    "duplicates": sum(o.duplicates for o in outs),
+                    "waits": sum(o.waits for o in outs),
+                }
+                for e, outs in enumerate(self.outlets_)
+            },
+            "broker_errors": self.broker_errors,
+            "last_broker_error": self.last_broker_error,
+            "error": self.error,
+            "time": time.time(),
+        }
+
+    async def put_stats(self) -> None:
+        key = self.topo.control.stats_key(self.cfg.node, self.cfg.replica)
+        await self.kv.put(key, json.dumps(self.stats(), default=repr).encode())
+
+    async def stats_loop(self) -> None:
+        from nats.js.errors import KeyNotFoundError
+
+        stop = self.topo.control.stop_key
+        tick = 0
+        ctl = self.control.ctl
+        while True:
+            with contextlib.suppress(Exception):
+                await self.put_stats()
+            if tick % 2 == 0:
+                with contextlib.suppress(Exception):
+                    await self.read_child_costs()
+            tick += 1
+            if not ctl[CTL.STOP_PRODUCERS]:
+                try:
+                    entry = await self.kv.get(stop)
+                    if entry is not None and entry.value:
+                        ctl[CTL.STOP_PRODUCERS] = 1
+                except KeyNotFoundError:
+                    pass
+                except Exception:
+                    pass
+            await asyncio.sleep(STATS_INTERVAL_S)
+
+    async def read_child_costs(self) -> None:
+        """Each child's cost per item (its replica 0's), for the chunk sizes."""
+        from nats.js.errors import KeyNotFoundError
+
+        for e, plan in enumerate(self.cfg.edges):
+            try:
+                entry = await self.kv.get(self.topo.control.stats_key(plan.child, 0))
+            except KeyNotFoundError:
+                continue
+            fields: list[int] = json.loads(entry.value or b"{}").get("fields") or []
+            if len(fields) > SLOT.COST_NS and fields[SLOT.COST_NS]:
+                self.child_costs[e] = int(fields[SLOT.COST_NS])
+
+    async def replicas_done(self, parent: str) -> bool:
+        """Whether ``parent`` has ended: as many of its replicas wrote ``done`` as
+        :meth:`vfcore.runtime.RunControl.replicas_needed` says."""
+        from nats.js.errors import KeyNotFoundError
+
+        control = self.topo.control
+        spec = self.plan.flow.node(parent)
+        needed = control.replicas_needed(spec)
+        from vfcore import effective_replicas
+
+        found = 0
+        for r in range(effective_replicas(spec)):
+            try:
+                await self.kv.get(control.done_key(parent, r))
+                found += 1
+            except KeyNotFoundError:
+                continue
+            if found >= needed:
+                return True
+        return False
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def finished(self) -> None:
+        self.wait_published()
+        self.wait_settled()
+        if self.realtime:
+            self.bridge.run(self.bridge.nc.flush(timeout=10), timeout_s=15)
+        if self.retired:
+            return  # stopped by SIGTERM, not at the end of the stream: no "done"
+        key = self.topo.control.done_key(self.cfg.node, self.cfg.replica)
+        doc = {"replica": self.cfg.replica, "pid": os.getpid(), "time": time.time()}
+        data = json.dumps(doc).encode()
+        self.bridge.run(self.retrying(lambda: self.kv.put(key, data)))
+
+    def close(self) -> None:
+        for inp in self.inputs_:  # fetched, never claimed: back to the consumer now
+            inp.nak_all()
+        if getattr(self, "kv", None) is not None:
+            if self.stats_task is not None:
+                self.stats_task.cancel()
+            with contextlib.suppress(Exception):
+                self.bridge.run(self.put_stats(), timeout_s=5)
+        with contextlib.suppress(Exception):
+            self.bridge.close()

@@ -1,0 +1,88 @@
+"""What a node method receives as ``ctx``: the item's trace id, time, metadata, and the replica."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Context"]
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+class Context:
+    """What a node method receives as ``ctx`` (when it declares that parameter).
+
+    ``trace_id`` and ``event_ts_ms`` describe the message being handled;
+    ``metadata`` holds the fields set upstream; ``set_partition_key(field,
+    value)`` sets a field on what this call emits. ``node``, ``replica``,
+    ``replicas``, ``device`` ("cuda", "cpu", or None for CPU nodes) and
+    ``logger`` describe the worker. ``redelivered``: the item comes from an
+    input handed out before (its first claimant died or stalled past the ack
+    wait), so this replica may be handling it a second time: a node with side
+    effects of its own (a sink writing a file) can make them idempotent with it.
+    """
+
+    __slots__ = (
+        "_keys",
+        "device",
+        "devices",
+        "event_ts_ms",
+        "logger",
+        "metadata",
+        "node",
+        "redelivered",
+        "replica",
+        "replicas",
+        "trace_id",
+    )
+
+    def __init__(
+        self,
+        node: str,
+        replica: int,
+        replicas: int,
+        device: str | None,
+        devices: tuple[int, ...],
+        logger: logging.Logger,
+    ) -> None:
+        self.node = node
+        self.replica = replica
+        self.replicas = replicas
+        self.device = device
+        self.devices = devices
+        self.logger = logger
+        self.trace_id: str | None = None
+        self.event_ts_ms: float | None = None
+        self.metadata: Mapping[str, Any] = _EMPTY
+        self._keys: dict[str, Any] | None = None
+        self.redelivered = False
+
+    def set_partition_key(self, field: str, value: Any) -> None:
+        """Set metadata ``field`` on this call's output (children partition by it)."""
+        from vfcore import encode_key
+
+        if not isinstance(field, str) or not field:
+            raise ValueError(f"set_partition_key needs a field name, got {field!r}")
+        encode_key(value)  # an invalid key raises InvalidKeyError here, in the caller
+        if self._keys is None:
+            self._keys = {}
+        self._keys[field] = value
+
+    def _begin(self, trace_id: str, ts: float | None, metadata: Mapping[str, Any] | None) -> None:
+        self.trace_id = trace_id
+        self.event_ts_ms = ts
+        self.metadata = metadata or _EMPTY
+        self._keys = None
+
+    def _out_metadata(self) -> dict[str, Any] | None:
+        keys = self._keys
+        if keys is None:
+            return self.metadata or None  # type: ignore[return-value]
+        merged = dict(self.metadata)
+        merged.update(keys)
+        return merged
+
+    def __repr__(self) -> str:
+        return f"Context(node={self.node!r}, replica={self.replica}, trace_id={self.trace_id!r})"

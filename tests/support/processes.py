@@ -1,0 +1,75 @@
+"""Finding and watching the processes of a run from outside, as a user (or the OOM killer) would.
+
+Every replica process names itself ``vf:<pod>`` (``/proc/<pid>/comm``, 15 bytes),
+whatever its transport, so a test finds ``work/0`` among the descendants of
+the ``vf`` process it started.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])  # state, ppid
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` (children, grandchildren, …)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            st = _stat(int(entry.name))
+            if st is not None:
+                children.setdefault(st[1], []).append(int(entry.name))
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def running(pids: set[int]) -> set[int]:
+    """Those still running (a zombie waiting for its reaper does not run)."""
+    out = set()
+    for pid in pids:
+        st = _stat(pid)
+        if st is not None and st[0] not in ("Z", "X"):
+            out.add(pid)
+    return out
+
+
+def replica_pids(root: int, pod: str) -> list[int]:
+    """The live processes below ``root`` running replica ``pod`` (``work/0``)."""
+    name = f"vf:{pod}"[:15]
+    out = []
+    for pid in sorted(running(descendants(root))):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm == name:
+            out.append(pid)
+    return out
+
+
+def node_pids(root: int, node: str) -> list[int]:
+    """The live processes below ``root`` running any replica of ``node``."""
+    prefix = f"vf:{node}/"
+    out = []
+    for pid in sorted(running(descendants(root))):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith(prefix[:15]) and (len(prefix) > 15 or comm[len(prefix) :].isdigit()):
+            out.append(pid)
+    return out

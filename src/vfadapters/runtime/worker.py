@@ -1004,6 +1004,15 @@ class Worker:
                 m.payload[2] is not None and m.payload[2].redelivered for _, m in group.messages
             )
             ctx.redelivered = redelivered
+            if redelivered and not self.realtime and self.t.was_emitted(origin):
+                # formed again from halves handed out again: it was handled (and counted)
+                # before; its halves are settled, nothing is emitted twice
+                for _, message in group.messages:
+                    batch = message.payload[2]
+                    if batch is not None:
+                        batch.outstanding -= 1
+                        batch.tally.duplicates += 1
+                continue
             if consumer:
                 self.latencies.append(self.t.latency_clock() - emitted_ns)
                 if len(self.latencies) >= 4096:
@@ -1046,6 +1055,8 @@ class Worker:
             if batch is not None:  # BATCH: the half's fate is settled with its batch
                 if lettered:
                     batch.tally.dead_letters += 1
+                elif dropped.reason == "duplicate":  # a copy of a half already grouped
+                    batch.tally.duplicates += 1
                 else:
                     batch.tally.join_dropped += 1
                 batch.outstanding -= 1

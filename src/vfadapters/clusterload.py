@@ -2,9 +2,12 @@
 
 PATH is either a directory holding ``nodes.json`` (``kubectl get nodes -o
 json``), ``pods.json`` (``kubectl get pods -A -o json``) and optionally
-``runtimeclasses.json`` (``kubectl get runtimeclasses -o json``), or one file
-holding a ``List`` with both kinds (``kubectl get nodes,pods,runtimeclasses -A
--o json``). This module only reads bytes: a missing file is passed on as
+``runtimeclasses.json`` (``kubectl get runtimeclasses -o json``) and the DRA
+dumps ``resourceslices.json``, ``deviceclasses.json`` and ``resourceclaims.json``
+(``kubectl get resourceslices -o json``, ``… deviceclasses …``, ``… resourceclaims
+-A …``), or one file holding a ``List`` with those kinds (``kubectl get
+nodes,pods,runtimeclasses,resourceslices,deviceclasses,resourceclaims -A -o
+json``). This module only reads bytes: a missing file is passed on as
 ``None`` and vfcore reports the matching facts as *unknown* with the reason
 (``pods.json is missing``), never as an empty cluster.
 
@@ -28,10 +31,13 @@ if TYPE_CHECKING:
     from vfcore.placement.scheduler import SchedulingFacts
 
 __all__ = [
+    "DEVICE_CLASSES_FILE",
     "NODES_FILE",
     "PDBS_FILE",
     "PODS_FILE",
     "PRIORITY_CLASSES_FILE",
+    "RESOURCE_CLAIMS_FILE",
+    "RESOURCE_SLICES_FILE",
     "RUNTIME_CLASSES_FILE",
     "load_cluster",
     "load_scheduling_facts",
@@ -40,6 +46,10 @@ __all__ = [
 NODES_FILE = "nodes.json"
 PODS_FILE = "pods.json"
 RUNTIME_CLASSES_FILE = "runtimeclasses.json"
+#: The DRA dumps (``--gpu-mode dra``): a missing one leaves those facts unknown.
+RESOURCE_SLICES_FILE = "resourceslices.json"
+DEVICE_CLASSES_FILE = "deviceclasses.json"
+RESOURCE_CLAIMS_FILE = "resourceclaims.json"
 
 _DUMP_HINT = (
     "dump the cluster with `kubectl get nodes -o json > DIR/nodes.json` and "
@@ -80,6 +90,9 @@ def load_cluster(path: str | os.PathLike[str]) -> ClusterSnapshot:
             _read(where / NODES_FILE),
             _read(where / PODS_FILE),
             _read(where / RUNTIME_CLASSES_FILE),
+            resourceslices_json=_read(where / RESOURCE_SLICES_FILE),
+            deviceclasses_json=_read(where / DEVICE_CLASSES_FILE),
+            resourceclaims_json=_read(where / RESOURCE_CLAIMS_FILE),
         )
     return snapshot_from_list(_read(where), source=where.name)
 

@@ -172,6 +172,7 @@ LAZY_IMPORTS = {
     "ortools.sat.python",  # the solver, on the first solve
     "vfcore.placement.scheduler",  # the scheduler model, when a plan predicts it
     "vfcore.placement.mig",  # the MIG planner, in mix mode only
+    "vfcore.placement.dra.planner",  # the DRA planner, in dra mode only
 }
 
 

@@ -20,6 +20,7 @@ from vfcore import (
 )
 from vfcore.cluster import node
 from vfcore.flow.gpu_mode import parse_gpu_mode, slice_of
+from vfcore.placement.dra.planner import DraPlanner
 from vfcore.placement.packing import SolverConfig
 from vfcore.placement.planners import MixPlanner, WholeCardPlanner, planner_for
 
@@ -33,9 +34,10 @@ CONFIG = SolverConfig.deterministic()
         ("exclusive", GpuMode.EXCLUSIVE),
         ("shared", GpuMode.SHARED),
         ("mix", GpuMode.MIX),
+        ("dra", GpuMode.DRA),
         (GpuMode.MIX, GpuMode.MIX),
     ],
-    ids=["none-is-exclusive", "exclusive", "shared", "mix", "an-enum-passes-through"],
+    ids=["none-is-exclusive", "exclusive", "shared", "mix", "dra", "an-enum-passes-through"],
 )
 def test_parse_gpu_mode(given, mode):
     parsed = parse_gpu_mode(given)
@@ -46,19 +48,29 @@ def test_parse_gpu_mode(given, mode):
 
 @pytest.mark.parametrize(
     "bad",
-    ["Mix", "EXCLUSIVE", " mix", "mixed", "whole", "", 1, True],
-    ids=["capitalised", "upper-case", "leading-space", "mixed", "whole", "empty", "int", "bool"],
+    ["Mix", "EXCLUSIVE", " mix", "mixed", "whole", "DRA", "", 1, True],
+    ids=[
+        "capitalised",
+        "upper-case",
+        "leading-space",
+        "mixed",
+        "whole",
+        "dra-upper",
+        "empty",
+        "int",
+        "bool",
+    ],
 )
 def test_anything_else_is_invalid_gpu_mode(bad):
     with pytest.raises(InvalidInputError) as err:
         parse_gpu_mode(bad)
     assert err.value.rule == "invalid-gpu-mode"
-    assert "is not one of ['exclusive', 'shared', 'mix']" in err.value.message
+    assert "is not one of ['exclusive', 'shared', 'mix', 'dra']" in err.value.message
     assert "--gpu-mode" in err.value.hint
 
 
 def test_gpu_modes_lists_the_names_in_order():
-    assert GPU_MODES == ("exclusive", "shared", "mix")
+    assert GPU_MODES == ("exclusive", "shared", "mix", "dra")
     assert tuple(GpuMode) == GPU_MODES
 
 
@@ -87,7 +99,8 @@ def _gpu(name="det", **kw):
 )
 def test_slice_of(spec, exclusive, shared, mix):
     got = {mode.value: slice_of(spec, mode) for mode in GpuMode}
-    assert got == {"exclusive": exclusive, "shared": shared, "mix": mix}
+    dra = "none" if exclusive == "none" else "dra"  # every GPU pod claims through DRA
+    assert got == {"exclusive": exclusive, "shared": shared, "mix": mix, "dra": dra}
 
 
 def _flow():
@@ -148,8 +161,14 @@ def test_results_carry_the_parsed_mode_and_print_its_name():
         (GpuMode.EXCLUSIVE, WholeCardPlanner),
         (GpuMode.SHARED, WholeCardPlanner),
         (GpuMode.MIX, MixPlanner),
+        (GpuMode.DRA, DraPlanner),
     ],
-    ids=["exclusive-packs-whole-cards", "shared-packs-whole-cards", "mix-plans-mig-layouts"],
+    ids=[
+        "exclusive-packs-whole-cards",
+        "shared-packs-whole-cards",
+        "mix-plans-mig-layouts",
+        "dra-plans-claims",
+    ],
 )
 def test_one_planner_per_mode(mode, planner):
     chosen = planner_for(mode)
@@ -167,3 +186,5 @@ def test_whole_card_planner_defers_mig_pods_and_mix_plans_them():
     assert deferred == () and planned == pods
     with pytest.raises(ValueError):
         WholeCardPlanner(GpuMode.MIX)
+    with pytest.raises(ValueError):
+        WholeCardPlanner(GpuMode.DRA)

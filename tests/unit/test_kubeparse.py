@@ -1265,6 +1265,11 @@ def test_kubeparse_and_the_snapshot_do_not_import_each_other() -> None:
         }
 
     assert imported("nodes") == set()
-    assert imported("kubeparse") == {"vfcore.cluster.nodes"}
-    assert imported("snapshot") == {"vfcore.cluster.kubeparse", "vfcore.cluster.nodes"}
+    assert imported("dra") == {"vfcore.cluster.nodes"}  # the DRA types sit beside the node types
+    assert imported("kubeparse") == {"vfcore.cluster.nodes", "vfcore.cluster.dra"}
+    assert imported("snapshot") == {
+        "vfcore.cluster.kubeparse",
+        "vfcore.cluster.nodes",
+        "vfcore.cluster.dra",
+    }
     assert ClusterSnapshot.from_kubernetes(None, None).nodes_unknown == "nodes.json is missing"

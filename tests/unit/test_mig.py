@@ -100,7 +100,14 @@ def test_every_profile_has_the_reference_geometry_and_usable_memory(family):
 
 def test_start_slots_without_an_lgipp_capture_are_marked_inferred():
     inferred = {f.name for f in MIG_FAMILIES.values() if f.starts_inferred}
-    assert inferred == {"H200-141GB", "H100-96GB", "B200-180GB", "A30-24GB", "RTX-PRO-6000-96GB"}
+    assert inferred == {
+        "H200-141GB",
+        "H100-96GB",
+        "B200-180GB",
+        "B300-288GB",
+        "A30-24GB",
+        "RTX-PRO-6000-96GB",
+    }
     for name in inferred:
         assert "INFERRED" in MIG_FAMILIES[name].sources, name
 
@@ -135,8 +142,8 @@ def test_start_slots_without_an_lgipp_capture_are_marked_inferred():
         ("NVIDIA-B200", 183_359, "B200-180GB"),
         ("NVIDIA-B200-MIG-1g.23gb", None, "B200-180GB"),
         ("NVIDIA-GB200", None, None),
-        ("NVIDIA-B300-SXM6-AC", None, None),
-        ("NVIDIA-GB300", None, None),
+        ("NVIDIA-B300-SXM6-AC", None, "B300-288GB"),
+        ("NVIDIA-GB300", None, "B300-288GB"),
         ("NVIDIA-A30", 24_576, "A30-24GB"),
         ("NVIDIA-A30-MIG-1g.6gb", None, "A30-24GB"),
         ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", None, "RTX-PRO-6000-96GB"),

@@ -11,8 +11,10 @@ Two sources, held here as data:
   group. Every one must be feasible in vfcore, and each ``all-balanced`` one
   must be found by the maximal-layout enumeration.
 
-Parts the guide has no table for (GB200, GH200 144G HBM3e, B300, GB300) are not
-catalogued; see ``UNCATALOGUED`` and docs/mig.md.
+Parts the guide has no table for are either catalogued from another public
+source, held in ``OTHER`` with the source named, and marked inferred (B300; GB300
+is taken to be the same GPU), or not catalogued (GB200, GH200 144G HBM3e; see
+``UNCATALOGUED`` and docs/mig.md).
 """
 
 from __future__ import annotations
@@ -80,6 +82,14 @@ _H100_80 = {
     "all-4g.40gb": {"4g.40gb": 1},
     "all-7g.80gb": {"7g.80gb": 1},
     "all-balanced": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
+}
+
+#: Families the guide has no table for, from another public source: B300's profile names and
+#: instance counts as cloud tooling lists them (aws/sagemaker-hyperpod-cli #403: "1g.34gb (x7),
+#: 1g.67gb (x4), 2g.67gb (x3), 3g.135gb (x2), 4g.135gb (x1), 7g.269gb (x1)"); the slices and the
+#: ``+me`` variant are INFERRED from the GB100 grid.
+OTHER: dict[str, tuple[tuple[str, int, int, int], ...]] = {
+    "B300-288GB": _seven("1g.34gb 1g.34gb+me 1g.67gb 2g.67gb 3g.135gb 4g.135gb 7g.269gb"),
 }
 
 #: NVIDIA/mig-parted deployments/systemd/config-default.yaml: the layouts each device group gets
@@ -162,8 +172,22 @@ PARTED: dict[str, dict[str, dict[str, int]]] = {
 
 
 def test_every_catalogued_family_has_a_guide_table_and_parted_layouts():
-    assert set(MIG_FAMILIES) == set(GUIDE) == set(PARTED)
-    assert set(UNCATALOGUED) == {"GH200-144GB", "GB200", "B300", "GB300"}
+    assert set(MIG_FAMILIES) == set(GUIDE) | set(OTHER)
+    assert set(GUIDE) == set(PARTED)
+    assert set(UNCATALOGUED) == {"GH200-144GB", "GB200"}
+
+
+@pytest.mark.parametrize("family", sorted(OTHER))
+def test_a_family_from_another_source_matches_it_and_says_it_is_inferred(family):
+    fam = MIG_FAMILIES[family]
+    got = tuple((p.name, p.memory_slices, p.compute_slices, p.max_count) for p in fam.profiles)
+    assert got == OTHER[family]
+    assert fam.starts_inferred and all(p.usable_inferred for p in fam.profiles)
+    assert "INFERRED" in fam.sources
+    for name, _, _, count in OTHER[family]:
+        if "+" not in name:  # each plain profile, as many as the source lists, fits one card
+            assert fit_layout(family, {name: count}).feasible
+            assert not fit_layout(family, {name: count + 1}).feasible
 
 
 @pytest.mark.parametrize("family", sorted(GUIDE))

@@ -93,7 +93,21 @@ def register(sub: Any) -> None:
         "--gpu-mode",
         default="exclusive",
         metavar="MODE",
-        help="exclusive (whole GPUs), shared (runtime class, no GPU limit) or mix (MIG slices)",
+        help="exclusive (whole GPUs), shared (runtime class, no GPU limit), mix (MIG slices) "
+        "or dra (a ResourceClaimTemplate per GPU node: the scheduler allocates the devices)",
+    )
+    p.add_argument(
+        "--dra-device-class",
+        default="gpu.nvidia.com",
+        metavar="CLASS",
+        help="--gpu-mode dra: the DeviceClass whole-GPU claims name (gpu.nvidia.com)",
+    )
+    p.add_argument(
+        "--dra-mig-device-class",
+        default="mig.nvidia.com",
+        metavar="CLASS",
+        help="--gpu-mode dra: the DeviceClass of a memory-declaring one-GPU node's claim "
+        "(mig.nvidia.com)",
     )
     p.add_argument(
         "--gpu-resource-name", default=None, metavar="R", help="GPU resource (nvidia.com/gpu)"
@@ -257,6 +271,8 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
         gpu_autoscaling=args.gpu_autoscaling,
         max_replicas=args.max_replicas,
         lag_threshold=args.lag_threshold,
+        dra_device_class=args.dra_device_class,
+        dra_mig_device_class=args.dra_mig_device_class,
         **extra,
     )
 

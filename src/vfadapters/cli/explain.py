@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from vfadapters.cli.inputs import add_gpu_options, load_spec
+from vfadapters.cli.inputs import add_gpu_options, dra_options, load_spec
 from vfadapters.cli.output import EXIT_INVALID, EXIT_OK, emit_json, table
 
 
@@ -46,6 +46,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             gpu_autoscaling=args.gpu_autoscaling,
             max_replicas=args.max_replicas,
         ),
+        **dra_options(args),
     )
     if args.json:
         emit_json(result.to_dict())

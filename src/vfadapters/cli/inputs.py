@@ -55,12 +55,13 @@ def check_count(value: int, flag: str, *, least: int, most: int, example: str) -
 
 
 def add_gpu_options(p: argparse.ArgumentParser) -> None:
-    """``--gpu-mode`` and ``--gpu-resource-name``, as ``vf explain`` and ``vf plan`` take them."""
+    """``--gpu-mode``, ``--gpu-resource-name`` and the DRA classes, as ``vf explain``,
+    ``vf plan`` and ``vf deploy`` take them."""
     p.add_argument(
         "--gpu-mode",
-        choices=("exclusive", "shared", "mix"),
+        choices=("exclusive", "shared", "mix", "dra"),
         default="exclusive",
-        help="how GPU pods take GPUs (default: exclusive)",
+        help="how GPU pods take GPUs (default: exclusive; dra: ResourceClaims, docs/dra.md)",
     )
     p.add_argument(
         "--gpu-resource-name",
@@ -68,6 +69,32 @@ def add_gpu_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="deploy-wide GPU resource (default: nvidia.com/gpu)",
     )
+    p.add_argument(
+        "--dra-device-class",
+        metavar="CLASS",
+        default="gpu.nvidia.com",
+        help="with --gpu-mode dra: the DeviceClass whole-GPU claims name (default gpu.nvidia.com)",
+    )
+    p.add_argument(
+        "--dra-mig-device-class",
+        metavar="CLASS",
+        default="mig.nvidia.com",
+        help="with --gpu-mode dra: the DeviceClass a one-GPU node declaring gpu_memory_gib "
+        "claims a MIG device of (default mig.nvidia.com; give the whole-GPU class to keep "
+        "whole GPUs)",
+    )
+
+
+def dra_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The DRA keyword arguments of ``vfcore.plan``/``explain`` from the command line."""
+    from vfcore.placement.claims import check_device_class
+
+    return {
+        "dra_device_class": check_device_class(args.dra_device_class),
+        "dra_mig_device_class": check_device_class(
+            args.dra_mig_device_class, "--dra-mig-device-class"
+        ),
+    }
 
 
 def load_spec(target: str) -> Any:

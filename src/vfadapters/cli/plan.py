@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO, TypeVar
 
-from vfadapters.cli.inputs import add_gpu_options, load_spec
+from vfadapters.cli.inputs import add_gpu_options, dra_options, load_spec
 from vfadapters.cli.output import (
     EXIT_OK,
     EXIT_RUNTIME,
@@ -37,14 +37,15 @@ def register(sub: Any) -> None:
     source.add_argument(
         "--cluster",
         metavar="PATH",
-        help="a directory with nodes.json and pods.json (kubectl get ... -o json), "
-        "or one file holding a List of both",
+        help="a directory with nodes.json and pods.json (kubectl get ... -o json) and, for "
+        "--gpu-mode dra, resourceslices.json, deviceclasses.json and resourceclaims.json; or "
+        "one file holding a List of those kinds",
     )
     source.add_argument(
         "--kube",
         action="store_true",
-        help="read nodes, pods and RuntimeClasses from the live cluster (--context, "
-        "--kubeconfig; see docs/kubernetes.md)",
+        help="read nodes, pods and RuntimeClasses (and the DRA objects) from the live "
+        "cluster (--context, --kubeconfig; see docs/kubernetes.md)",
     )
     from vfadapters.kubernetes.client import add_connection_options
 
@@ -185,7 +186,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         gpu_runtime_class=args.gpu_runtime_class,
         gpu_node_selector=selector,
         resources=resources,
+        dra=dra_options(args),
     )
+    dra = dra_options(args)
     sys.stderr.write(
         f"planning {len(spec.nodes)} node(s) on {len(cluster.nodes)} cluster node(s)…\n"
     )
@@ -206,6 +209,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                 kube_version=kube_version,
                 workloads=workloads,
                 facts=facts,
+                **dra,
             ),
             tick=phases.tick,
         )

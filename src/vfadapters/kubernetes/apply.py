@@ -8,7 +8,7 @@ manager owns is then a 409 the user sees, never silently taken), and
 the objects, stores nothing).
 
 **Order** (:func:`apply_order`): Namespaces; configuration (ServiceAccounts,
-ConfigMaps, Secrets, PersistentVolumeClaims); Services; the broker's workloads
+ConfigMaps, Secrets, PersistentVolumeClaims, ResourceClaimTemplates); Services; the broker's workloads
 (``app.kubernetes.io/component: broker``); the broker setup Job (a Job of the
 broker component, or one labelled ``vfcore.io/role: setup``); the flow's
 workloads (Jobs, Deployments, StatefulSets); PodDisruptionBudgets; scalers
@@ -82,9 +82,17 @@ KINDS: Mapping[str, KindInfo] = {
     "TriggerAuthentication": KindInfo("keda.sh/v1alpha1", "triggerauthentications", True),
     "NetworkPolicy": KindInfo("networking.k8s.io/v1", "networkpolicies", True),
     "RuntimeClass": KindInfo("node.k8s.io/v1", "runtimeclasses", False),
+    "ResourceClaimTemplate": KindInfo("resource.k8s.io/v1", "resourceclaimtemplates", True),
 }
 
-_CONFIG = {"ServiceAccount", "ConfigMap", "Secret", "PersistentVolumeClaim", "NetworkPolicy"}
+_CONFIG = {
+    "ServiceAccount",
+    "ConfigMap",
+    "Secret",
+    "PersistentVolumeClaim",
+    "NetworkPolicy",
+    "ResourceClaimTemplate",  # --gpu-mode dra: the pods' claims are made from it
+}
 _WORKLOADS = {"Deployment", "StatefulSet", "Job", "Pod"}
 _SCALERS = {"ScaledObject", "TriggerAuthentication", "HorizontalPodAutoscaler"}
 

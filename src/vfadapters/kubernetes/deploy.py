@@ -184,6 +184,15 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
         "gpu_runtime_class": getattr(args, "gpu_runtime_class", None),
         "gpu_node_selector": _selector_pair(getattr(args, "gpu_node_selector", None)),
     }
+    dra = {
+        "dra_device_class": getattr(args, "dra_device_class", "gpu.nvidia.com"),
+        "dra_mig_device_class": getattr(args, "dra_mig_device_class", "mig.nvidia.com"),
+    }
+    if gpu_options["gpu_mode"] == "dra" and gpu_options["gpu_node_selector"] == (
+        "nvidia.com/gpu.present",
+        "true",
+    ):
+        gpu_options["gpu_node_selector"] = None  # a claim's devices select the node
     workloads = scheduler_workloads(  # how the pods are created: spreading, priority, image
         spec,
         facts,
@@ -191,10 +200,18 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
         image=getattr(args, "image", None),
         namespace=getattr(args, "namespace", "default"),
         resources=resources,
+        dra=dra,
         **gpu_options,
     )
     result = plan(
-        spec, cluster, resources=resources, workloads=workloads, facts=facts, **gpu_options
+        spec,
+        cluster,
+        resources=resources,
+        workloads=workloads,
+        facts=facts,
+        dra_device_class=dra["dra_device_class"],
+        dra_mig_device_class=dra["dra_mig_device_class"],
+        **gpu_options,
     )
     args._vf_live_plan = (spec, cluster, result)
     return cluster, result

@@ -16,7 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from vfadapters.kubernetes.client import KubeApiError, KubeClient
-from vfadapters.kubernetes.snapshot import list_all, read_documents, snapshot_of
+from vfadapters.kubernetes.snapshot import (
+    list_all,
+    read_documents,
+    read_dra_documents,
+    snapshot_of,
+)
 
 __all__ = [
     "PDBS_PATH",
@@ -58,7 +63,7 @@ def read_snapshot_and_facts(client: KubeClient) -> tuple[Any, Any]:
     Raises :class:`KubeApiError` as :func:`~vfadapters.kubernetes.snapshot.read_snapshot` does.
     """
     nodes, pods, runtime_classes = read_documents(client)
-    cluster = snapshot_of(nodes, pods, runtime_classes)
+    cluster = snapshot_of(nodes, pods, runtime_classes, dra=read_dra_documents(client))
     return cluster, read_facts(client, nodes, pods)
 
 
@@ -78,13 +83,15 @@ def scheduler_workloads(
     gpu_runtime_class: str | None = None,
     gpu_node_selector: tuple[str, str] | None = None,
     resources: dict[str, dict[str, str]] | None = None,
+    dra: dict[str, Any] | None = None,
 ) -> Any:
     """How ``vf deploy`` would create each node's pods, for the scheduler model.
 
     Rendered as ``vf deploy`` renders them (run id ``plan``), so the pods'
     labels, Services and owners are the real ones; where rendering cannot
     (mix mode before MIG choices, a shared mode without a runtime class) the
-    spec alone gives the workload kinds. ``priority_class`` is valued from
+    spec alone gives the workload kinds. ``dra`` holds the DRA classes
+    (``dra_device_class``, ``dra_mig_device_class``) of ``--gpu-mode dra``. ``priority_class`` is valued from
     the cluster's PriorityClasses (unknown when not listed); ``image``, when
     given, is every container's (ImageLocality).
     """
@@ -109,6 +116,8 @@ def scheduler_workloads(
                 gpu_resource_name=gpu_resource_name,
                 gpu_runtime_class=gpu_runtime_class,
                 resources={n: dict(r) for n, r in (resources or {}).items()},
+                dra_device_class=(dra or {}).get("dra_device_class", "gpu.nvidia.com"),
+                dra_mig_device_class=(dra or {}).get("dra_mig_device_class", "mig.nvidia.com"),
                 **extra,
             ),
         )

@@ -14,7 +14,11 @@ as the dumps (:mod:`vfcore.cluster.kubeparse`):
   the ``Status`` it is, so every node's occupancy is *unknown* with the server's
   reason — never idle;
 - **RuntimeClasses**: optional; a 404 (``node.k8s.io/v1`` not served) leaves them
-  unknown, a refusal lists ``Unknown("runtimeclasses", reason)``.
+  unknown, a refusal lists ``Unknown("runtimeclasses", reason)``;
+- **ResourceSlices, DeviceClasses, ResourceClaims** (``resource.k8s.io/v1``, for
+  ``--gpu-mode dra``): a refused, failed or unserved listing (404 before 1.34)
+  is passed on as its ``Status``, so those DRA facts are *unknown* — never "no
+  devices" or "nothing allocated".
 
 Pages are merged before parsing; a listing whose pages cannot all be read is
 the failed listing, never a partial one. A listing is read in at most
@@ -35,6 +39,7 @@ __all__ = [
     "PAGE_SIZE",
     "list_all",
     "read_documents",
+    "read_dra_documents",
     "read_snapshot",
     "snapshot_of",
 ]
@@ -45,6 +50,9 @@ PAGE_SIZE = 500
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
 RUNTIME_CLASSES_PATH = "/apis/node.k8s.io/v1/runtimeclasses"
+RESOURCE_SLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+DEVICE_CLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
+RESOURCE_CLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
 
 #: The most pages one listing may take: 400 x 500 = 200,000 items, above the 150,000
 #: pods and 5,000 nodes Kubernetes is tested to. A server that keeps sending
@@ -170,13 +178,50 @@ def read_documents(client: KubeClient) -> tuple[Any, Any, Any]:
     return nodes, pods, runtime_classes
 
 
+def _listing_or_status(client: KubeClient, path: str, list_kind: str) -> Any:
+    """A listing as kubectl prints it, or the ``Status`` of its failure (unknown, never empty)."""
+    try:
+        doc, failed = list_all(client, path, list_kind)
+    except KubeApiError as exc:
+        return {"kind": "Status", "status": "Failure", "reason": exc.rule, "message": exc.message}
+    if doc is None:
+        assert failed is not None
+        return _status_of(failed)
+    return doc
+
+
+def read_dra_documents(client: KubeClient) -> tuple[Any, Any, Any]:
+    """ResourceSlices, DeviceClasses and ResourceClaims, as ``kubectl get … -o json`` prints them
+    (a failure as its ``Status``)."""
+    return (
+        _listing_or_status(client, RESOURCE_SLICES_PATH, "ResourceSliceList"),
+        _listing_or_status(client, DEVICE_CLASSES_PATH, "DeviceClassList"),
+        _listing_or_status(client, RESOURCE_CLAIMS_PATH, "ResourceClaimList"),
+    )
+
+
 def read_snapshot(client: KubeClient) -> ClusterSnapshot:
     """The cluster ``client`` points at, as a snapshot (see the module docstring)."""
-    return snapshot_of(*read_documents(client))
+    return snapshot_of(*read_documents(client), dra=read_dra_documents(client))
 
 
-def snapshot_of(nodes: Any, pods: Any, runtime_classes: Any) -> ClusterSnapshot:
-    """The snapshot of the three listings :func:`read_documents` returned."""
+def snapshot_of(
+    nodes: Any, pods: Any, runtime_classes: Any, *, dra: tuple[Any, Any, Any] | None = None
+) -> ClusterSnapshot:
+    """The snapshot of the listings :func:`read_documents` (and :func:`read_dra_documents`)
+    returned."""
+    extra: dict[str, Any] = {}
+    if dra is not None:
+        extra = {
+            "resourceslices_json": dra[0],
+            "deviceclasses_json": dra[1],
+            "resourceclaims_json": dra[2],
+            "dra_sources": (
+                "the API's ResourceSlice listing",
+                "the API's DeviceClass listing",
+                "the API's ResourceClaim listing",
+            ),
+        }
     return snapshot_from_kubernetes(
         nodes,
         pods,
@@ -184,4 +229,5 @@ def snapshot_of(nodes: Any, pods: Any, runtime_classes: Any) -> ClusterSnapshot:
         nodes_source="the API's node listing",
         pods_source="the API's pod listing",
         runtime_classes_source="the API's RuntimeClass listing",
+        **extra,
     )

@@ -7,7 +7,9 @@ label>,vfcore.io/run=<run id>``), deletes each object found with
 Deployment's pods; pods a controller owns are not deleted one by one, so a
 ReplicaSet does not replace them), scalers and PDBs first, the broker last, and
 polls until none is left — pods included, since they carry the run's labels —
-or ``timeout_s`` passes. (Background rather than Foreground: a Foreground
+or ``timeout_s`` passes. A ResourceClaim made from a run's template (``--gpu-mode dra``)
+carries the run's labels too; its pod owns it, so the garbage collector deletes it with
+the pod. (Background rather than Foreground: a Foreground
 deletion waits on the garbage collector's finalizer, which a control plane
 without kube-controller-manager never removes.) The broker's PersistentVolumeClaims carry the run's
 labels (the StatefulSet's claim template sets them), so they go too.
@@ -41,12 +43,17 @@ TEARDOWN_KINDS: tuple[tuple[str, str, str], ...] = (
     ("Service", "v1", "services"),
     ("ConfigMap", "v1", "configmaps"),
     ("Secret", "v1", "secrets"),
+    ("ResourceClaimTemplate", "resource.k8s.io/v1", "resourceclaimtemplates"),
     ("Pod", "v1", "pods"),
+    # claims made from a run's templates carry its labels (the template's spec.metadata);
+    # their pods own them, and any left once the pods are gone go here
+    ("ResourceClaim", "resource.k8s.io/v1", "resourceclaims"),
     ("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
 )
 
-#: Kinds whose endpoint may be absent (a CRD not installed): not served means none to delete.
-OPTIONAL_KINDS = frozenset({"ScaledObject"})
+#: Kinds whose endpoint may be absent (a CRD not installed, or resource.k8s.io/v1 before
+#: Kubernetes 1.34): not served means none to delete.
+OPTIONAL_KINDS = frozenset({"ScaledObject", "ResourceClaimTemplate", "ResourceClaim"})
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,8 @@ def find_run_objects(
                     "the run's state is unknown; check the API server (kubectl get "
                     f"{plural} -n {namespace} -l {selector}) and retry",
                 )
-            if skip_pods_of_controllers and kind == "Pod" and meta.get("ownerReferences"):
+            owned = kind in ("Pod", "ResourceClaim") and meta.get("ownerReferences")
+            if skip_pods_of_controllers and owned:
                 continue
             found.append((kind, api_version, plural, item))
     return found

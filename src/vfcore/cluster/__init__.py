@@ -3,9 +3,10 @@
 :mod:`vfcore.cluster.nodes` holds the node types (a node's state, taints,
 tolerations, GPU facts, unreadable nodes, unknowns);
 :mod:`vfcore.cluster.kubeparse` reads kubectl/API JSON into those, importing
-nothing but them; :mod:`vfcore.cluster.snapshot` holds
-:class:`ClusterSnapshot`, which builds itself from that parse. Imports point
-one way: nodes ← kubeparse ← snapshot.
+nothing but them; :mod:`vfcore.cluster.dra` holds the Dynamic Resource
+Allocation facts (ResourceSlices, DeviceClasses, allocated ResourceClaims);
+:mod:`vfcore.cluster.snapshot` holds :class:`ClusterSnapshot`, which builds
+itself from that parse. Imports point one way: nodes ← dra ← kubeparse ← snapshot.
 """
 
 from vfcore.cluster.nodes import (

@@ -14,10 +14,17 @@ facts *unknown* with the reason — never an empty cluster, never an idle pool.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from vfcore.cluster.kubeparse import ClusterFacts, parse_kubernetes, parse_list
+from vfcore.cluster.dra import DraFacts
+from vfcore.cluster.kubeparse import (
+    ClusterFacts,
+    parse_dra,
+    parse_dra_list,
+    parse_kubernetes,
+    parse_list,
+)
 from vfcore.cluster.nodes import NodeState, Note, RuntimeClassInfo, Unknown, UnreadableNode
 
 __all__ = ["ClusterSnapshot", "snapshot_from_kubernetes", "snapshot_from_list"]
@@ -34,6 +41,9 @@ class ClusterSnapshot:
     that exist but cannot be read (see :class:`UnreadableNode`). ``notes``
     are facts read as the API server would read them (a Node with
     ``status.capacity`` and no ``status.allocatable``: allocatable = capacity).
+    ``dra`` holds the Dynamic Resource Allocation facts (ResourceSlices,
+    DeviceClasses, allocated ResourceClaims; :class:`vfcore.cluster.dra.DraFacts`),
+    ``None`` when none were read.
     """
 
     nodes: tuple[NodeState, ...]
@@ -42,6 +52,7 @@ class ClusterSnapshot:
     runtime_classes: tuple[RuntimeClassInfo, ...] | None = None
     unreadable_nodes: tuple[UnreadableNode, ...] = ()
     notes: tuple[Note, ...] = ()
+    dra: DraFacts | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.name)))
@@ -77,6 +88,7 @@ class ClusterSnapshot:
             else [r.to_dict() for r in self.runtime_classes],
             "unreadable_nodes": [u.to_dict() for u in self.unreadable_nodes],
             "notes": [n.to_dict() for n in self.notes],
+            **({} if self.dra is None else {"dra": self.dra.to_dict()}),
         }
 
     @classmethod
@@ -114,6 +126,10 @@ class ClusterSnapshot:
         return snapshot_from_kubernetes(nodes_json, pods_json, runtime_classes_json)
 
 
+#: Marks a DRA document the caller did not give (``None`` is a document that is missing).
+_NOT_GIVEN: Any = object()
+
+
 def snapshot_from_kubernetes(
     nodes_json: object,
     pods_json: object,
@@ -122,6 +138,14 @@ def snapshot_from_kubernetes(
     nodes_source: str = "nodes.json",
     pods_source: str = "pods.json",
     runtime_classes_source: str = "runtimeclasses.json",
+    resourceslices_json: object = _NOT_GIVEN,
+    deviceclasses_json: object = _NOT_GIVEN,
+    resourceclaims_json: object = _NOT_GIVEN,
+    dra_sources: tuple[str, str, str] = (
+        "resourceslices.json",
+        "deviceclasses.json",
+        "resourceclaims.json",
+    ),
 ) -> ClusterSnapshot:
     """A snapshot from ``kubectl get nodes -o json`` and ``kubectl get pods -A -o json``.
 
@@ -140,6 +164,10 @@ def snapshot_from_kubernetes(
     3
     >>> snapshot_from_kubernetes(nodes, None).node("a").unknown_reason
     'pods.json is missing'
+
+    The DRA documents (``kubectl get resourceslices -o json``, ``deviceclasses``,
+    ``resourceclaims -A``) are read when any of them is given (``None``: that
+    file is missing, so those facts are unknown); given none, ``dra`` is ``None``.
     """
     facts = parse_kubernetes(
         nodes_json,
@@ -149,7 +177,19 @@ def snapshot_from_kubernetes(
         pods_source=pods_source,
         runtime_classes_source=runtime_classes_source,
     )
-    return _snapshot_of(facts)
+    snapshot = _snapshot_of(facts)
+    given = [resourceslices_json, deviceclasses_json, resourceclaims_json]
+    if all(d is _NOT_GIVEN for d in given):
+        return snapshot
+    docs = [None if d is _NOT_GIVEN else d for d in given]
+    slices_source, classes_source, claims_source = dra_sources
+    dra = parse_dra(
+        *docs,
+        slices_source=slices_source,
+        classes_source=classes_source,
+        claims_source=claims_source,
+    )
+    return replace(snapshot, dra=dra)
 
 
 def snapshot_from_list(doc: object, *, source: str = "cluster.json") -> ClusterSnapshot:
@@ -159,9 +199,12 @@ def snapshot_from_list(doc: object, *, source: str = "cluster.json") -> ClusterS
     kind is refused, kubectl still prints the others (and the error on
     stderr), so a List with no Pod items means *pod occupancy unknown*, never
     "nothing bound"; no Node items means the nodes are unknown; no
-    RuntimeClass items leaves ``runtime_classes`` unknown (``None``).
+    RuntimeClass items leaves ``runtime_classes`` unknown (``None``). Its
+    ResourceSlice, DeviceClass and ResourceClaim items are the DRA facts; a
+    kind with no items is unknown there (kubectl prints what it could list).
     """
-    return _snapshot_of(parse_list(doc, source=source))
+    snapshot = _snapshot_of(parse_list(doc, source=source))
+    return replace(snapshot, dra=parse_dra_list(doc, source=source))
 
 
 def _snapshot_of(facts: ClusterFacts) -> ClusterSnapshot:

@@ -5,7 +5,10 @@
 - ``shared``: GPU pods claim no GPU resource; their declared VRAM shares cards
   (a runtime class injects the devices);
 - ``mix``: a one-GPU pod that declares ``gpu_memory_gib`` takes a MIG slice
-  (planned with the layouts); every other GPU pod takes whole cards.
+  (planned with the layouts); every other GPU pod takes whole cards;
+- ``dra``: every GPU pod claims its devices through a ResourceClaim
+  (Kubernetes Dynamic Resource Allocation, ``resource.k8s.io/v1``): the
+  scheduler's allocator picks the devices (``docs/dra.md``).
 
 The public functions (:func:`vfcore.plan`, :func:`vfcore.gpu_demand`,
 :func:`vfcore.validate`, :func:`vfcore.explain`, :func:`vfcore.capacity_cap`…)
@@ -18,7 +21,7 @@ mode decides what a node's pods take.
 >>> from vfcore.flow.spec import NodeSpec
 >>> det = NodeSpec("det", "processor", ("src",), device_type="gpu", gpu_memory_gib=10)
 >>> [slice_of(det, mode) for mode in GpuMode]
-['whole', 'shared', 'mig']
+['whole', 'shared', 'mig', 'dra']
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from vfcore.errors import InvalidInputError
 if TYPE_CHECKING:
     from vfcore.flow.spec import NodeSpec
 
-__all__ = ["GPU_MODES", "GpuMode", "SliceKind", "parse_gpu_mode", "slice_of"]
+__all__ = ["GPU_MODES", "GpuMode", "SliceKind", "dra_takes_mig", "parse_gpu_mode", "slice_of"]
 
-#: What one pod of a node takes: whole units, a share of a card's VRAM, a MIG slice, or no GPU.
-SliceKind = Literal["whole", "shared", "mig", "none"]
+#: What one pod of a node takes: whole units, a share of a card's VRAM, a MIG slice, DRA devices
+#: (a ResourceClaim), or no GPU.
+SliceKind = Literal["whole", "shared", "mig", "dra", "none"]
 
 
 class GpuMode(StrEnum):
@@ -43,6 +47,7 @@ class GpuMode(StrEnum):
     EXCLUSIVE = "exclusive"
     SHARED = "shared"
     MIX = "mix"
+    DRA = "dra"
 
     @property
     def needs_runtime_class(self) -> bool:
@@ -62,7 +67,7 @@ def parse_gpu_mode(gpu_mode: GpuMode | str | None) -> GpuMode:
     >>> parse_gpu_mode("whole")
     Traceback (most recent call last):
     ...
-    vfcore.errors.InvalidInputError: invalid-gpu-mode: gpu mode 'whole' is not one of ['exclusive', 'shared', 'mix'] (hint: use --gpu-mode exclusive (the default), shared or mix)
+    vfcore.errors.InvalidInputError: invalid-gpu-mode: gpu mode 'whole' is not one of ['exclusive', 'shared', 'mix', 'dra'] (hint: use --gpu-mode exclusive (the default), shared, mix or dra)
     """
     if isinstance(gpu_mode, GpuMode):
         return gpu_mode
@@ -73,7 +78,7 @@ def parse_gpu_mode(gpu_mode: GpuMode | str | None) -> GpuMode:
     raise InvalidInputError(
         "invalid-gpu-mode",
         f"gpu mode {gpu_mode!r} is not one of {list(GPU_MODES)}",
-        "use --gpu-mode exclusive (the default), shared or mix",
+        "use --gpu-mode exclusive (the default), shared, mix or dra",
     )
 
 
@@ -81,14 +86,27 @@ def slice_of(node: NodeSpec, mode: GpuMode) -> SliceKind:
     """What each pod of ``node`` takes under ``mode``: the one mode → slice rule.
 
     A CPU node takes ``none``. In shared mode a GPU node takes ``shared`` (its
-    VRAM on one card); in mix mode a one-GPU node that declares
-    ``gpu_memory_gib`` takes a ``mig`` slice; otherwise ``whole`` units
-    (``gpu_count`` of them).
+    VRAM on one card); in DRA mode ``dra`` (a claim the scheduler allocates);
+    in mix mode a one-GPU node that declares ``gpu_memory_gib`` takes a
+    ``mig`` slice; otherwise ``whole`` units (``gpu_count`` of them).
     """
     if not node.is_gpu:
         return "none"
     if mode is GpuMode.SHARED:
         return "shared"
+    if mode is GpuMode.DRA:
+        return "dra"
     if mode is GpuMode.MIX and node.gpu_memory_gib is not None and node.gpu_count == 1:
         return "mig"
     return "whole"
+
+
+def dra_takes_mig(node: NodeSpec) -> bool:
+    """In DRA mode, whether a GPU node's claim asks for a MIG device (``mig.nvidia.com``)
+    rather than whole GPUs: a one-GPU node that declares ``gpu_memory_gib``, as in mix mode.
+
+    >>> from vfcore.flow.spec import NodeSpec
+    >>> dra_takes_mig(NodeSpec("d", "processor", ("s",), device_type="gpu", gpu_memory_gib=9))
+    True
+    """
+    return node.is_gpu and node.gpu_memory_gib is not None and node.gpu_count == 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from vfcore.errors import INFO, InvalidFlowError, InvalidInputError, Reason, brief
-from vfcore.flow.gpu_mode import GpuMode, SliceKind, parse_gpu_mode, slice_of
+from vfcore.flow.gpu_mode import GpuMode, SliceKind, dra_takes_mig, parse_gpu_mode, slice_of
 from vfcore.flow.params import MAX_REPLICAS_PER_NODE, parameter_issues
 from vfcore.flow.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
 from vfcore.flow.validate import (
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from vfcore.flow.authoring import Flow
 
 __all__ = [
+    "DRA_CLASSES",
     "AutoscalingOptions",
     "Demand",
     "NodeShape",
@@ -165,10 +166,19 @@ class Demand:
         }
 
 
+#: DeviceClasses a DRA claim names by default (vfcore.placement.claims has the same defaults).
+DRA_CLASSES = ("gpu.nvidia.com", "mig.nvidia.com")
+
+
 def _claim(
-    node: NodeSpec, mode: GpuMode, default_resource: str | None
+    node: NodeSpec,
+    mode: GpuMode,
+    default_resource: str | None,
+    dra_classes: tuple[str, str] = DRA_CLASSES,
 ) -> tuple[dict[str, int], SliceKind]:
     kind = slice_of(node, mode)
+    if kind == "dra":  # devices of a DeviceClass, claimed through a ResourceClaim
+        return {dra_classes[1] if dra_takes_mig(node) else dra_classes[0]: node.gpu_count}, kind
     if kind != "whole":
         return {}, kind
     return {gpu_resource_of(node, default_resource): node.gpu_count}, kind
@@ -179,8 +189,14 @@ def gpu_demand(
     *,
     gpu_mode: GpuMode | str | None = "exclusive",
     gpu_resource_name: str | None = None,
+    dra_device_class: str = DRA_CLASSES[0],
+    dra_mig_device_class: str = DRA_CLASSES[1],
 ) -> Demand:
     """Per-pod GPU claims, totals per resource, and the largest single pod.
+
+    In DRA mode a pod claims devices of a DeviceClass (``dra_device_class`` for
+    whole GPUs, ``dra_mig_device_class`` for a MIG slice), counted under the
+    class's name: ``{"gpu.nvidia.com": 2}``.
 
     >>> from vfcore.flow.spec import FlowSpec, NodeSpec
     >>> spec = FlowSpec("f", "batch", (
@@ -200,7 +216,9 @@ def gpu_demand(
     for node in spec.nodes:
         if not node.is_gpu or parameter_issues(node):
             continue  # invalid parameters are reported by validate(), not counted here
-        claims, kind = _claim(node, mode, gpu_resource_name)
+        claims, kind = _claim(
+            node, mode, gpu_resource_name, (dra_device_class, dra_mig_device_class)
+        )
         for replica in range(effective_replicas(node)):
             pods.append(
                 PodClaim(

@@ -10,6 +10,7 @@ from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.spec import FlowSpec, to_spec
 from vfcore.flow.validate import gpu_resource_of, validate
 from vfcore.placement.demand import (
+    DRA_CLASSES,
     AutoscalingOptions,
     Demand,
     NodeShape,
@@ -96,8 +97,10 @@ def explain(
     gpu_mode: GpuMode | str | None = None,
     gpu_resource_name: str | None = None,
     autoscaling: AutoscalingOptions | None = None,
+    dra_device_class: str = DRA_CLASSES[0],
+    dra_mig_device_class: str = DRA_CLASSES[1],
 ) -> Explanation:
-    """Everything ``vf explain`` reports, as data."""
+    """Everything ``vf explain`` reports, as data (in DRA mode, claims per DeviceClass)."""
     spec = to_spec(flow_or_spec)
     mode = parse_gpu_mode(gpu_mode)
     opts = autoscaling or AutoscalingOptions()
@@ -113,7 +116,13 @@ def explain(
         gpu_resource_name=gpu_resource_name,
         issues=issues,
         shapes=node_shapes(spec),
-        demand=gpu_demand(spec, gpu_mode=mode, gpu_resource_name=gpu_resource_name),
+        demand=gpu_demand(
+            spec,
+            gpu_mode=mode,
+            gpu_resource_name=gpu_resource_name,
+            dra_device_class=dra_device_class,
+            dra_mig_device_class=dra_mig_device_class,
+        ),
         autoscaling=opts,
         rejections=tuple(rejections.items()),
     )

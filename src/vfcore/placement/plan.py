@@ -27,7 +27,13 @@ from vfcore.errors import Problem
 from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.spec import to_spec
 from vfcore.flow.validate import require_valid
-from vfcore.placement.claims import PodRequest, pod_requests
+from vfcore.placement.claims import (
+    DEFAULT_DRA_DEVICE_CLASS,
+    DEFAULT_DRA_DRIVER,
+    DEFAULT_DRA_MIG_DEVICE_CLASS,
+    PodRequest,
+    pod_requests,
+)
 from vfcore.placement.fit import SHARED_POOL_RESOURCES, Unplaced
 from vfcore.placement.packing import PackingResult, SolverConfig, SolverReport, check_placement
 from vfcore.placement.planners import (
@@ -42,6 +48,7 @@ from vfcore.placement.sharing import SharedPool, shared_pools
 if TYPE_CHECKING:
     from vfcore.flow.authoring import Flow
     from vfcore.flow.spec import FlowSpec
+    from vfcore.placement.dra.planning import DraPlan
     from vfcore.placement.mig import MigPlan
     from vfcore.placement.scheduler import SchedulerReport
     from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
@@ -93,6 +100,7 @@ class Plan:
     scheduler: SchedulerReport | None = None  # the scheduler model's verdict and remedy, if run
     mig: MigPlan | None = None  # in mix mode: layouts, configs, resources per pod
     shared_pools: tuple[SharedPool, ...] = ()  # time-sliced / MPS nodes and who shares a card
+    dra: DraPlan | None = None  # in dra mode: the devices planned for each pod
 
     def shares_card_with(self) -> dict[str, list[str]]:
         """Each planned pod sharing a card of a time-sliced or MPS pool → the pods it shares with."""
@@ -137,6 +145,7 @@ class Plan:
             "pods": [p.to_dict() for p in self.pods],
             "scheduler": None if self.scheduler is None else self.scheduler.to_dict(),
             **({} if self.mig is None else {"mig": self.mig.to_dict()}),
+            **({} if self.dra is None else {"dra": self.dra.to_dict()}),
             "shared_pools": [p.to_dict() for p in self.shared_pools],
             "shares_card_with": self.shares_card_with(),
             "solver": self.solver.to_dict(),
@@ -160,8 +169,16 @@ def plan(
     kube_version: str = "1.36",
     workloads: Mapping[str, Workload] | None = None,
     facts: SchedulingFacts | None = None,
+    dra_device_class: str = DEFAULT_DRA_DEVICE_CLASS,
+    dra_mig_device_class: str = DEFAULT_DRA_MIG_DEVICE_CLASS,
+    dra_driver: str = DEFAULT_DRA_DRIVER,
 ) -> Plan:
     """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict.
+
+    In ``dra`` mode each GPU pod's claim (``dra_device_class`` for whole GPUs,
+    ``dra_mig_device_class`` for a memory-declaring one-GPU node) is planned on
+    the cluster's ResourceSlices (``cluster.dra``), device by device
+    (``docs/dra.md``); the plan's ``dra`` names the devices.
 
     ``kube_version`` is the Kubernetes minor version the scheduler model
     predicts (``"1.29"`` to ``"1.36"``; docs/scheduler-model.md says what
@@ -191,6 +208,9 @@ def plan(
         gpu_resource_name=gpu_resource_name,
         gpu_node_selector=gpu_node_selector,
         resources=resources,
+        dra_device_class=dra_device_class,
+        dra_mig_device_class=dra_mig_device_class,
+        dra_driver=dra_driver,
     )
     return plan_pods(
         all_pods,
@@ -245,7 +265,7 @@ def plan_pods(
     version = parse_kube_version(kube_version)  # the API edge: fail before solving
     if progress is not None:
         progress("exact plan")
-    planner = planner_for(mode)
+    planner = planner_for(mode, cluster)
     cfg = solver or SolverConfig.deterministic()
     all_pods = tuple(all_pods)
     problems = _problems(all_pods, cluster, planner, gpu_runtime_class)
@@ -285,19 +305,37 @@ def plan_pods(
             None,
         )
 
-    known = [n for n in cluster.nodes if n.occupancy_known]
-    unknown_nodes = [n for n in cluster.nodes if not n.occupancy_known]
+    # a mode's own unknowns (dra: devices of unknown use, or unknown devices) bracket nodes too
+    bracket = planner.bracket(planned, cluster)
+    mode_unknown = dict(bracket.unknown) if bracket is not None else {}
+    mode_unbounded = dict(bracket.unbounded) if bracket is not None else {}
+    known = [
+        n
+        for n in cluster.nodes
+        if n.occupancy_known and n.name not in mode_unknown and n.name not in mode_unbounded
+    ]
+    known_names = {n.name for n in known}
+    unknown_nodes = [
+        n for n in cluster.nodes if n.name not in known_names and n.name not in mode_unbounded
+    ]
     # nodes that exist but cannot be read: absent for "fits", their upper bound for
     # "does not fit"; one with no bound could hold anything, so nothing is proven without it
     bounds = [u.bound for u in cluster.unreadable_nodes if u.bound is not None]
     unbounded = [u.name for u in cluster.unreadable_nodes if u.bound is None]
+    unbounded += sorted(mode_unbounded)
     unknown = [_bracketed(u, cluster) for u in unknown]
+    if bracket is not None:
+        unknown += list(bracket.facts)
+        unknown += [
+            Unknown(f"node/{name}", f"dra: {reason}")
+            for name, reason in sorted({**mode_unknown, **mode_unbounded}.items())
+        ]
     solved = planner.solve(planned, known, cfg)
     result = solved.packing
     considered: list[NodeState] = known
     if result.feasible is True:
         verdict = "unknown" if deferred else "fits"
-    elif not unknown_nodes and not cluster.unreadable_nodes:
+    elif not unknown_nodes and not cluster.unreadable_nodes and not mode_unbounded:
         verdict = "does-not-fit" if result.feasible is False else "unknown"
     elif unbounded:
         verdict = "unknown"
@@ -309,7 +347,7 @@ def plan_pods(
         solved = replace(solved, packing=result)
     else:
         optimistic_nodes = known + [n.as_empty() for n in unknown_nodes] + bounds
-        optimistic = planner.solve(planned, optimistic_nodes, cfg)
+        optimistic = planner.solve(planned, optimistic_nodes, cfg, optimistic=True)
         if optimistic.packing.feasible is False:
             verdict, solved, considered = "does-not-fit", optimistic, optimistic_nodes
             result = solved.packing
@@ -379,6 +417,7 @@ def plan_pods(
         if solved.mig is None or verdict == "fits"
         else solved.mig.withhold(f"the verdict is {verdict}, not fits"),
         shared_pools=pools,
+        dra=getattr(solved.dra, "plan", None),
     )
     if predict_scheduler:
         out = _with_scheduler(

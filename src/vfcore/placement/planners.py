@@ -14,6 +14,10 @@ asks which mode it is in.
   OR-Tools); nodes whose idle cards could be (re)partitioned count as
   advertising every profile, and a plan that does not fit says whether busy
   cards stand in the way.
+- ``DraPlanner`` (``dra``, :mod:`vfcore.placement.dra.planner`, loaded on first
+  use): every claim and its devices planned on the cluster's ResourceSlices;
+  nodes whose devices are of unknown use, or unknown, are bracketed
+  (:meth:`ModePlanner.bracket`).
 
 Worked example: in exclusive mode a pod ``det/0`` that takes a MIG slice is
 deferred (``unplanned``, with the fix "plan with --gpu-mode mix"); in mix
@@ -28,7 +32,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vfcore.cluster import ClusterSnapshot, NodeState
 from vfcore.errors import Problem
@@ -83,6 +87,7 @@ class Solved:
     unplaced: tuple[Unplaced, ...] | None = None
     issues: tuple[Problem, ...] = ()
     extra_reasons: ExtraReasons | None = None
+    dra: object = None  # dra mode: the devices planned (vfcore.placement.dra.planner.DraSolution)
 
 
 class ModePlanner(ABC):
@@ -101,9 +106,20 @@ class ModePlanner(ABC):
 
     @abstractmethod
     def solve(
-        self, pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
+        self,
+        pods: Sequence[PodRequest],
+        nodes: Sequence[NodeState],
+        cfg: SolverConfig,
+        *,
+        optimistic: bool = False,
     ) -> Solved:
-        """Place ``pods`` on ``nodes`` exactly."""
+        """Place ``pods`` on ``nodes`` exactly; ``optimistic``: the "does not fit" end of the
+        bracket (facts of unknown value taken at their most generous)."""
+
+    def bracket(self, pods: Sequence[PodRequest], cluster: ClusterSnapshot) -> Any:
+        """Nodes the mode itself cannot read (beyond their occupancy): an object with
+        ``unknown`` and ``unbounded`` (name → reason) and ``facts`` (unknowns), or None."""
+        return None
 
     @abstractmethod
     def could_hold(self, pod: PodRequest, node: NodeState) -> bool:
@@ -157,10 +173,17 @@ class WholeCardPlanner(ModePlanner):
     def __init__(self, mode: GpuMode) -> None:
         if mode is GpuMode.MIX:
             raise ValueError("mix mode plans MIG layouts: use MixPlanner")
+        if mode is GpuMode.DRA:
+            raise ValueError("dra mode plans claims on ResourceSlices: use planner_for")
         self.mode = mode
 
     def solve(
-        self, pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
+        self,
+        pods: Sequence[PodRequest],
+        nodes: Sequence[NodeState],
+        cfg: SolverConfig,
+        *,
+        optimistic: bool = False,
     ) -> Solved:
         return Solved(pack(pods, nodes, config=cfg), tuple(pods), tuple(nodes))
 
@@ -192,7 +215,12 @@ class MixPlanner(ModePlanner):
         return tuple(pods), ()  # MIG pods are planned with the rest
 
     def solve(
-        self, pods: Sequence[PodRequest], nodes: Sequence[NodeState], cfg: SolverConfig
+        self,
+        pods: Sequence[PodRequest],
+        nodes: Sequence[NodeState],
+        cfg: SolverConfig,
+        *,
+        optimistic: bool = False,
     ) -> Solved:
         from vfcore.placement.mig import mix_reasons, pack_mix
 
@@ -260,8 +288,13 @@ class MixPlanner(ModePlanner):
         return _realised_cluster(cluster, solved.nodes)
 
 
-def planner_for(mode: GpuMode) -> ModePlanner:
-    """The planner of a parsed mode: the one place a plan chooses by mode."""
+def planner_for(mode: GpuMode, cluster: ClusterSnapshot | None = None) -> ModePlanner:
+    """The planner of a parsed mode: the one place a plan chooses by mode (DRA mode plans on
+    ``cluster``'s ResourceSlices)."""
+    if mode is GpuMode.DRA:
+        from vfcore.placement.dra.planner import DraPlanner
+
+        return DraPlanner(cluster if cluster is not None else ClusterSnapshot.of([]))
     return MixPlanner() if mode is GpuMode.MIX else WholeCardPlanner(mode)
 
 

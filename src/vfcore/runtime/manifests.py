@@ -21,7 +21,14 @@ through a rendered flow; in short:
   planner does): exclusive → ``limits {resource: gpu_count}``; shared → no GPU
   limit, a ``runtimeClassName`` (refused without one); mix → ``limits
   {<MIG resource>: 1}`` as the plan chose, with a ``nvidia.com/gpu.product``
-  selector when given; all get the GPU-pool node selector and the
+  selector when given; dra → no GPU limit but a **ResourceClaimTemplate** per
+  GPU node (named like its workload, so scoped by flow and run, carrying the
+  run's labels and giving them to the claims made from it, so that teardown
+  finds both) with one request (``gpu``: the DeviceClass, ``count =
+  gpu_count``, CEL selectors for the declared ``gpu_memory_gib`` and any
+  ``dra_selectors``), referenced by the pod (``spec.resourceClaims``) and its
+  worker (``resources.claims``); all get the GPU-pool node selector (not in dra
+  mode, where the claim's node-local devices select the node) and the
   ``nvidia.com/gpu`` toleration, and ``runtimeClassName`` when one is set;
 * cpu/memory **requests** from the node's ``requests=`` or ``resources``;
 * a **PodDisruptionBudget** for every node with more than one replica;
@@ -47,7 +54,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vfcore.cluster import Toleration
+from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
 from vfcore.flow.gpu_mode import GpuMode
 from vfcore.flow.names import physical_name
 from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
@@ -79,6 +86,7 @@ from vfcore.scaling.keda import KedaScaler
 __all__ = [
     "BROKER_CLIENT_PORT",
     "BROKER_MONITOR_PORT",
+    "CLAIM_NAME",
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_FLOW_PATH",
     "DEFAULT_UID",
@@ -196,6 +204,7 @@ def _pod_spec(
     restart: str,
     gpu: bool,
     product: str | None = None,
+    claim_template: str | None = None,
 ) -> dict[str, Any]:
     opts = ctx.opts
     spec: dict[str, Any] = {
@@ -214,7 +223,12 @@ def _pod_spec(
         selector = {opts.gpu_node_selector[0]: opts.gpu_node_selector[1]}
         if product is not None:
             selector[PRODUCT_LABEL] = product
-        spec["nodeSelector"] = dict(sorted(selector.items()))
+        if claim_template is None or opts.gpu_node_selector != GPU_PRESENT_LABEL:
+            spec["nodeSelector"] = dict(sorted(selector.items()))
+        if claim_template is not None:
+            spec["resourceClaims"] = [
+                {"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template}
+            ]
         if opts.gpu_toleration is not None:
             spec["tolerations"] = [_toleration(opts.gpu_toleration)]
         if opts.gpu_runtime_class is not None:
@@ -260,6 +274,8 @@ def _worker_container(
         "securityContext": _container_security(),
     }
     res: dict[str, Any] = {}
+    if pod.dra is not None:
+        res["claims"] = [{"name": CLAIM_NAME}]
     if limits:
         res["limits"] = dict(sorted(limits.items()))
     if requests:
@@ -279,6 +295,10 @@ def _node_objects(
     container, product = _worker_container(ctx, node, pod)
     gpu = node.is_gpu
     out: list[dict[str, Any]] = []
+    claim_template = None
+    if pod.dra is not None:
+        claim_template = name
+        out.append(_claim_template(ctx, name, labels, node, pod))
     template_meta = {"labels": labels, "annotations": {"vfcore.io/node-name": node.name}}
     if workload == "deployment" or (workload == "job" and replicas == 1):
         # no index of its own (a Deployment's pods share a template, a one-pod Job has
@@ -293,7 +313,14 @@ def _node_objects(
             "backoffLimit": 3 * replicas,
             "template": {
                 "metadata": template_meta,
-                "spec": _pod_spec(ctx, container, restart="Never", gpu=gpu, product=product),
+                "spec": _pod_spec(
+                    ctx,
+                    container,
+                    restart="Never",
+                    gpu=gpu,
+                    product=product,
+                    claim_template=claim_template,
+                ),
             },
         }
         if replicas > 1:
@@ -332,7 +359,12 @@ def _node_objects(
                     "template": {
                         "metadata": template_meta,
                         "spec": _pod_spec(
-                            ctx, container, restart="Always", gpu=gpu, product=product
+                            ctx,
+                            container,
+                            restart="Always",
+                            gpu=gpu,
+                            product=product,
+                            claim_template=claim_template,
                         ),
                     },
                 },
@@ -353,7 +385,12 @@ def _node_objects(
                     "template": {
                         "metadata": template_meta,
                         "spec": _pod_spec(
-                            ctx, container, restart="Always", gpu=gpu, product=product
+                            ctx,
+                            container,
+                            restart="Always",
+                            gpu=gpu,
+                            product=product,
+                            claim_template=claim_template,
                         ),
                     },
                 },
@@ -373,6 +410,34 @@ def _node_objects(
             }
         )
     return out
+
+
+#: The name of a DRA pod's one claim (``spec.resourceClaims[].name``) and of its one request.
+CLAIM_NAME = "gpu"
+
+
+def _claim_template(
+    ctx: _Ctx, name: str, labels: dict[str, str], node: NodeSpec, pod: PodRequest
+) -> dict[str, Any]:
+    """A node's ResourceClaimTemplate: one request, as :func:`vfcore.dra_request_of` says."""
+    assert pod.dra is not None
+    exactly: dict[str, Any] = {
+        "deviceClassName": pod.dra.device_class,
+        "allocationMode": "ExactCount",
+        "count": pod.dra.count,
+    }
+    if pod.dra.selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in pod.dra.selectors]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": _meta(ctx, name, labels, node.name),
+        "spec": {
+            # the claims made from it get these labels: the run's selector finds them too
+            "metadata": {"labels": labels},
+            "spec": {"devices": {"requests": [{"name": CLAIM_NAME, "exactly": exactly}]}},
+        },
+    }
 
 
 def _scaled_object(ctx: _Ctx, node: NodeSpec, topo: Any) -> dict[str, Any]:
@@ -565,7 +630,11 @@ def _setup_job(ctx: _Ctx) -> dict[str, Any]:
 
 def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequest, ...]) -> None:
     names = set(spec.names)
-    for what, items in (("mig", opts.mig), ("capacity_caps", opts.capacity_caps)):
+    for what, items in (
+        ("mig", opts.mig),
+        ("capacity_caps", opts.capacity_caps),
+        ("dra_selectors", opts.dra_selectors),
+    ):
         unknown = sorted(str(n) for n, _ in items if n not in names)
         if unknown:
             raise render_error(
@@ -635,8 +704,14 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         spec,
         gpu_mode=opts.gpu_mode,
         gpu_resource_name=opts.gpu_resource_name,
-        gpu_node_selector=opts.gpu_node_selector,
+        gpu_node_selector=None
+        if opts.gpu_mode is GpuMode.DRA and opts.gpu_node_selector == GPU_PRESENT_LABEL
+        else opts.gpu_node_selector,
         resources={n: dict(r) for n, r in opts.resources},
+        dra_device_class=opts.dra_device_class,
+        dra_mig_device_class=opts.dra_mig_device_class,
+        dra_driver=opts.dra_driver,
+        dra_selectors=dict(opts.dra_selectors),
     )
     _check_against_spec(spec, opts, pods)
     scaled: tuple[str, ...] = ()

@@ -19,7 +19,14 @@ from vfcore.errors import InvalidInputError, brief
 from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.names import physical_name
 from vfcore.flow.params import MAX_REPLICAS_PER_NODE
-from vfcore.placement.claims import GPU_TOLERATION
+from vfcore.placement.claims import (
+    DEFAULT_DRA_DEVICE_CLASS,
+    DEFAULT_DRA_DRIVER,
+    DEFAULT_DRA_MIG_DEVICE_CLASS,
+    GPU_TOLERATION,
+    check_device_class,
+)
+from vfcore.placement.dra.cel import compile_selector
 from vfcore.quantity import canonical_units
 from vfcore.runtime.topology import check_run_id
 from vfcore.scaling.rule import DEFAULT_LAG_THRESHOLD, DEFAULT_MAX_REPLICAS
@@ -238,6 +245,10 @@ class RenderOptions:
     the mix planner chose; ``capacity_caps`` maps a node to the replica count
     the cluster can place (:func:`vfcore.capacity_cap`), which bounds KEDA's
     maximum. ``resources`` overrides nodes' requests like ``--resources``.
+    With ``gpu_mode="dra"`` each GPU node's pods get a ResourceClaimTemplate:
+    ``dra_device_class`` (whole GPUs) or ``dra_mig_device_class`` (a
+    memory-declaring one-GPU node), selectors in ``dra_driver``'s domain, plus
+    ``dra_selectors`` (node → extra CEL selectors: a product, or a remedy's pin).
     Mappings are stored as sorted tuples, so options are hashable.
     """
 
@@ -264,6 +275,10 @@ class RenderOptions:
     capacity_caps: Any = ()
     env: Any = ()
     uid: int = DEFAULT_UID
+    dra_device_class: str = DEFAULT_DRA_DEVICE_CLASS
+    dra_mig_device_class: str = DEFAULT_DRA_MIG_DEVICE_CLASS
+    dra_driver: str = DEFAULT_DRA_DRIVER
+    dra_selectors: Any = ()
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -451,6 +466,31 @@ class RenderOptions:
                     f"leave out {', '.join(sorted(_RESERVED_ENV))}",
                 )
         s(self, "env", env)
+        check_device_class(self.dra_device_class)
+        check_device_class(self.dra_mig_device_class, "--dra-mig-device-class")
+        if (
+            not isinstance(self.dra_driver, str)
+            or _DNS_SUBDOMAIN.fullmatch(self.dra_driver) is None
+        ):
+            raise render_error(
+                "invalid-dra-driver",
+                f"DRA driver {brief(self.dra_driver)} is not a driver name (a DNS subdomain)",
+                "e.g. gpu.nvidia.com",
+            )
+        pins = []
+        for node, exprs in _mapping_items(
+            self.dra_selectors, "dra_selectors", "{'detector': ('device.attributes[...]...',)}"
+        ):
+            if isinstance(exprs, str) or not isinstance(exprs, tuple | list):
+                raise render_error(
+                    "invalid-render-option",
+                    f"dra_selectors[{node!r}]={brief(exprs)} is not a list of CEL expressions",
+                    "pass a tuple of selector strings per node",
+                )
+            for e in exprs:
+                compile_selector(e)  # only what vfcore can evaluate is rendered
+            pins.append((str(node), tuple(exprs)))
+        s(self, "dra_selectors", tuple(pins))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -465,6 +505,8 @@ class RenderOptions:
             "gpu_runtime_class": self.gpu_runtime_class,
             "keda": self.keda,
             "max_replicas": self.max_replicas,
+            "dra_device_class": self.dra_device_class,
+            "dra_mig_device_class": self.dra_mig_device_class,
         }
 
 

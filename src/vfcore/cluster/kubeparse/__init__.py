@@ -65,12 +65,17 @@ sidecar ``cpu 500m`` declared first, overhead ``cpu 250m`` → sum
 phase ``Succeeded`` or ``Failed`` count; each adds 1 to ``pods``. Pods bound to
 a node that is not in the node list are ignored.
 
+The DRA dumps (``resourceslices.json``, ``deviceclasses.json``,
+``resourceclaims.json``, or those kinds in the ``List``) follow the same rules
+(:mod:`.dra_objects`: :func:`parse_dra`, :func:`parse_dra_list`).
+
 The package, one concept a module: :mod:`.fields` (reading one field),
 :mod:`.pods` (pod requests), :mod:`.gpu_labels` (GPU Feature Discovery
 labels), :mod:`.node_objects` (one Node item), :mod:`.documents` (a dump →
 its items, or why not) and :mod:`.facts` (assembling :class:`ClusterFacts`).
 """
 
+from vfcore.cluster.kubeparse.dra_objects import parse_dra, parse_dra_list
 from vfcore.cluster.kubeparse.facts import ClusterFacts, parse_kubernetes, parse_list
 from vfcore.cluster.kubeparse.gpu_labels import gpu_info_from_labels
 from vfcore.cluster.kubeparse.pods import NONZERO_DEFAULTS, pod_nonzero_requests, pod_requests
@@ -79,6 +84,8 @@ __all__ = [
     "NONZERO_DEFAULTS",
     "ClusterFacts",
     "gpu_info_from_labels",
+    "parse_dra",
+    "parse_dra_list",
     "parse_kubernetes",
     "parse_list",
     "pod_nonzero_requests",

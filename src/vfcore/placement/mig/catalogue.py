@@ -317,6 +317,18 @@ MIG_FAMILIES: Mapping[str, MigFamily] = {
             "GH100 layout (the guide's B200 diagram has the same 8 x 7 grid); usable memory "
             "INFERRED from the names (no -lgip capture)",
         ),
+        _family(
+            "B300-288GB",
+            ("34gb", "67gb", "135gb", "269gb"),
+            None,
+            starts_inferred=True,
+            sources="profile names and counts from public cloud tooling for 8 x B300 instances "
+            "(1g.34gb x7, 1g.67gb x4, 2g.67gb x3, 3g.135gb x2, 4g.135gb x1, 7g.269gb x1; "
+            "aws/sagemaker-hyperpod-cli #403, citing NVIDIA GPU Operator v25.3.0 device-filter "
+            "0x318210DE); the MIG User Guide found has no B300 table: slices and start slots "
+            "INFERRED from the GB100 (B200) 8 x 7 layout; usable memory INFERRED from the names; "
+            "GB300 (the same Blackwell Ultra 288 GB GPU) INFERRED to share it",
+        ),
         _quarter_family(
             "A30-24GB",
             (
@@ -362,10 +374,10 @@ MIG_FAMILIES: Mapping[str, MigFamily] = {
 UNCATALOGUED: Mapping[str, str] = {
     "GH200-144GB": "the MIG User Guide has no GH200 144G HBM3e table; only mig-parted's layout "
     "names (1g.18gb, 2g.36gb, 3g.72gb, ...) were found, with no slices or counts to verify",
-    "GB200": "the MIG User Guide has no GB200 table, and two versions of mig-parted's default "
-    "config disagree on its profile names (1g.23gb / 3g.93gb vs 1g.24gb / 3g.95gb)",
-    "B300": "neither the MIG User Guide nor the mig-parted default config found has a B300 table",
-    "GB300": "neither the MIG User Guide nor the mig-parted default config found has a GB300 table",
+    "GB200": "the MIG User Guide lists GB200 (186 GB, 7 instances: the B200's 8 x 7 grid) "
+    "without a profile table, and two versions of mig-parted's default config disagree on "
+    "its profile names (1g.23gb / 3g.93gb vs 1g.24gb / 3g.95gb): a plan would name "
+    "resources that may not exist",
 }
 
 
@@ -378,7 +390,8 @@ def mig_family(product: str | None, memory_mib: int | None = None) -> MigFamily 
     The label may carry the single strategy's ``-MIG-<profile>`` or the sharing
     ``-SHARED`` suffix; both are ignored. Where the name does not say the
     memory size, ``memory_mib`` (``nvidia.com/gpu.memory``) decides.
-    Parts in :data:`UNCATALOGUED` (GB200, GH200 144G HBM3e, B300, GB300) are ``None``.
+    Parts in :data:`UNCATALOGUED` (GB200, GH200 144G HBM3e) are ``None``; B300 and GB300
+    are the (inferred) ``B300-288GB`` family.
 
     >>> mig_family("NVIDIA-A100-SXM4-80GB").name
     'A100-80GB'
@@ -388,12 +401,16 @@ def mig_family(product: str | None, memory_mib: int | None = None) -> MigFamily 
     ('B200-180GB', 'H100-96GB')
     >>> mig_family("Tesla-T4") is None, mig_family("NVIDIA-GB200") is None
     (True, True)
+    >>> mig_family("NVIDIA-B300-SXM6-AC").name, mig_family("NVIDIA-GB300").name
+    ('B300-288GB', 'B300-288GB')
     """
     if not product:
         return None
     text = _PRODUCT_SUFFIXES.sub("", product.strip()).upper()
     words = set(re.split(r"[-_ ]+", text))
-    if words & {"GB200", "GB300", "B300"}:
+    if words & {"B300", "GB300"}:
+        return MIG_FAMILIES["B300-288GB"]  # GB300: the same GPU, INFERRED (see its sources)
+    if "GB200" in words:
         return None  # not catalogued: see UNCATALOGUED
     if "GH200" in words:
         if words & {"144G", "144GB", "HBM3E"} or (

@@ -12,6 +12,11 @@ ImageLocality tables of each pod kind and, where preemption can happen, the
 node itself (its lower-priority pods are its own). Plugins normalised across
 the feasible nodes (TaintToleration, NodeAffinity, InterPodAffinity,
 PodTopologySpread) are added per scheduling cycle (:meth:`Engine.best`).
+
+DRA pods (:mod:`.dynamic_resources`) add the DynamicResources filter: a node's
+devices are one more entry of its load (the id of its DRA state), and binding
+such a pod may leave the node in several states (:meth:`Engine.successors`),
+one per order the allocator can walk the node's device slices in.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from vfcore.placement.scheduler.context import (
     plan_spread,
     potential_victims,
 )
+from vfcore.placement.scheduler.dynamic_resources import CANNOT_ALLOCATE, DynamicResources
 from vfcore.placement.scheduler.plugins import (
     EXISTING_ANTI_AFFINITY,
     normalize_interpod,
@@ -120,13 +126,16 @@ class Engine:
             used_workloads, config.default_spread, scored=config.spread_weight > 0
         )
         self.n_slots = len(self.spread.keys)
+        # DynamicResources: one more load entry, the node's DRA state (only with DRA pods)
+        self.dra = DynamicResources(pods, cluster, unknown_as) if any(p.dra for p in pods) else None
+        self.dra_slot = self.slot_base + self.n_slots
         self._kinds(pods)
         self._nodes(cluster)
         self.state_ids: dict[tuple[int, tuple[int, ...]], int] = {}
         self.states: list[tuple[int, tuple[int, ...]]] = []
         self._eligible: dict[tuple[int, int], tuple[str, ...]] = {}
         self._evals: list[dict[int, int | None]] = [{} for _ in self.kind_pod]
-        self._next: list[dict[int, int]] = [{} for _ in self.kind_pod]
+        self._next: list[dict[int, tuple[int, ...]]] = [{} for _ in self.kind_pod]
         # static plugin inputs per (kind, static node): taint count, preferred node affinity,
         # InterPodAffinity raw score, ImageLocality score; and per kind whether any is non-zero
         self._soft_raw: dict[tuple[int, int], tuple[int, int, int, int]] = {}
@@ -158,6 +167,7 @@ class Engine:
         self.kind_spread: list[WorkloadSpread | None] = []
         self.kind_priority: list[int | None] = []
         self.kind_preempts: list[bool] = []
+        self.kind_claim: list[tuple[int, int] | None] = []
         for pod in pods:
             restricted = pod.node if pod.node in self.affinity else None
             owner = self.workloads.get(pod.node)
@@ -180,7 +190,9 @@ class Engine:
                 for s in spread.member_of if spread is not None else ():
                     slots[s] = 1
                 self.kind_pod.append(pod)
-                self.kind_vector.append((*vector, *slots))
+                extra = [0] if self.dra is not None else []
+                self.kind_vector.append((*vector, *slots, *extra))
+                self.kind_claim.append(None if self.dra is None else self.dra.request_of(pod))
                 self.kind_checked.append(tuple(i for i in range(self.width) if vector[i] > 0))
                 self.kind_spread.append(
                     spread if spread is not None and spread.constraints else None
@@ -191,6 +203,7 @@ class Engine:
                     owner is not None
                     and priority is not None
                     and owner.preemption_policy != "Never"
+                    and pod.dra is None  # freeing victims' devices is not modelled
                 )
             self.kind_of.append(kid)
 
@@ -231,6 +244,8 @@ class Engine:
             used = [used_units(state, r) for r in self.resources]
             used += [state.nonzero_of(CPU), state.nonzero_of(MEMORY)]  # NonZeroRequested
             used += seeded.get(n.name, [0] * self.n_slots)
+            if self.dra is not None:
+                used.append(self.dra.initial(n.name))
             self.base[n.name] = tuple(used)
             allowed = frozenset(w for w, hosts in self.affinity.items() if n.name in hosts)
             # Only labels some pod selects or spreads on tell nodes apart: every real node has its
@@ -333,8 +348,16 @@ class Engine:
             vector = self.kind_vector[kind]
             # vfcore.placement.fit's rule (request <= allocatable - used) on the compiled
             # vectors: this is the simulation's hot loop; reasons_line words it with fit.
-            if all(vector[i] <= alloc[i] - load[i] for i in self.kind_checked[kind]) and not (
-                self._interpod_blocks(kind, static)
+            claim = self.kind_claim[kind]
+            if (
+                all(vector[i] <= alloc[i] - load[i] for i in self.kind_checked[kind])
+                and not self._interpod_blocks(kind, static)
+                and (
+                    claim is None
+                    or (
+                        self.dra is not None and bool(self.dra.outcomes(claim, load[self.dra_slot]))
+                    )
+                )
             ):
                 result = self._score(kind, alloc, load)
         cache[sid] = result
@@ -353,15 +376,30 @@ class Engine:
         ).total
 
     def successor(self, kind: int, sid: int) -> int:
-        """The state of a node in state ``sid`` after a pod of ``kind`` is bound to it."""
+        """The state of a node in state ``sid`` after a pod of ``kind`` is bound to it (for a
+        DRA pod with several, the first: :meth:`successors`)."""
+        return self.successors(kind, sid)[0]
+
+    def successors(self, kind: int, sid: int) -> tuple[int, ...]:
+        """Every state a node in state ``sid`` may be in after a pod of ``kind`` is bound to
+        it: one, except for a DRA pod, whose devices depend on the order the allocator walks
+        the node's device slices in (each a tie the search explores)."""
         cache = self._next[kind]
         found = cache.get(sid)
         if found is None:
             static, load = self.states[sid]
             vector = self.kind_vector[kind]
-            found = cache[sid] = self.state_id(
-                static, tuple(a + b for a, b in zip(load, vector, strict=True))
-            )
+            after = tuple(a + b for a, b in zip(load, vector, strict=True))
+            claim = self.kind_claim[kind]
+            if claim is None or self.dra is None:
+                found = (self.state_id(static, after),)
+            else:
+                outcomes = self.dra.outcomes(claim, load[self.dra_slot]) or (load[self.dra_slot],)
+                slot = self.dra_slot
+                found = tuple(
+                    self.state_id(static, (*after[:slot], o, *after[slot + 1 :])) for o in outcomes
+                )
+            cache[sid] = found
         return found
 
     def soft_raw(self, kind: int, static: int) -> tuple[int, int, int, int]:
@@ -707,6 +745,14 @@ class Engine:
                 reasons = () if why is None else (why,)
             if not reasons and self._interpod_blocks(kind, static):
                 reasons = (EXISTING_ANTI_AFFINITY,)
+            claim = self.kind_claim[kind]
+            if (
+                not reasons
+                and claim is not None
+                and self.dra is not None
+                and not self.dra.outcomes(claim, load[self.dra_slot])
+            ):
+                reasons = (CANNOT_ALLOCATE,)
             per_node.extend([reasons] * len(members))
         return summarise(pod.pod, len(self.nodes), per_node)
 

@@ -253,17 +253,19 @@ def _explore(engine: Engine, budget: int, meter: Budget | None = None) -> tuple[
                     source, target, report = preempted
                     state = _move(state, source, target)
                     frame.evicted.extend(report.victims)
-            elif len(tied) == 1:
+            elif len(tied) == 1 and len(engine.successors(kind, tied[0])) == 1:
                 frame.multiplier *= dict(state)[tied[0]]
                 state = _move(state, tied[0], engine.successor(kind, tied[0]))
             else:
-                # building a child state per tied state copies the state: charge it first
-                if meter is not None and not meter.charge(len(state) * len(tied)):
+                # a child per tied state, and per state a DRA pod may leave it in (the order the
+                # allocator walks its device slices); building each copies the state: charge it
+                pairs = [(sid, t) for sid in tied for t in engine.successors(kind, sid)]
+                if meter is not None and not meter.charge(len(state) * len(pairs)):
                     raise _OverBudget
                 counts = dict(state)
                 frame.branch = (i, state)
-                frame.children = [_move(state, sid, engine.successor(kind, sid)) for sid in tied]
-                frame.weights = [counts[sid] for sid in tied]
+                frame.children = [_move(state, sid, t) for sid, t in pairs]
+                frame.weights = [counts[sid] for sid, _ in pairs]
                 return
             i += 1
 
@@ -394,6 +396,9 @@ def _predict_known(
     example_landing = (
         None if land_choices is None else run_greedy(engine, ScriptedTies(land_choices))
     )
+    if verdict == "lands" and engine.dra is not None and engine.dra.model.sampled:
+        verdict = "at-risk"  # some device-slice orders were sampled: never a silent guess
+        reason = f"{reason}; but the allocator's slice orders were sampled, not all explored"
     prediction = SchedulerPrediction(
         verdict=verdict,
         exhaustive=True,
@@ -425,8 +430,8 @@ def _preemptions_of(*runs: Simulation | None) -> tuple[Preemption, ...]:
 
 
 def _notes(engine: Engine) -> tuple[str, ...]:
-    """What the model could not decide, per workload."""
-    notes: list[str] = []
+    """What the model could not decide, per workload (and for DRA pods, their devices)."""
+    notes: list[str] = list(engine.dra.notes()) if engine.dra is not None else []
     for workload, table in sorted(engine.interpod.items()):
         if table.unknown:
             shown = ", ".join(table.unknown[:3]) + (
@@ -729,12 +734,15 @@ def predict(
         ordered, cluster, cfg, groups, workloads, facts, max_branches, samples, window_runs
     )
     probe = Engine(ordered, cluster, cfg, groups, "full")
+    dra_unknown = probe.dra.inventory.unknown_nodes if probe.dra is not None else {}
     relevant = tuple(
         n.name
         for n in cluster.nodes
-        if not n.occupancy_known
+        if (not n.occupancy_known or n.name in dra_unknown)
         and any(
-            not probe.eligibility(k, probe.static_of[n.name]) for k in range(len(probe.kind_pod))
+            not probe.eligibility(k, probe.static_of[n.name])
+            and (n.occupancy_known is False or probe.kind_claim[k] is not None)
+            for k in range(len(probe.kind_pod))
         )
     )
     if not relevant:
@@ -749,7 +757,8 @@ def predict(
     sometimes_set = set(full.stranded_sometimes) | set(empty.stranded_sometimes)
     always_set = set(full.stranded_always) & set(empty.stranded_always)
     reason = (
-        f"nodes {list(relevant)} have unknown occupancy; with them full: {full.verdict}, "
+        f"nodes {list(relevant)} have unknown occupancy (or devices of unknown use); with "
+        f"them full: {full.verdict}, "
         f"with them empty: {empty.verdict}"
     )
     ranges = [r for r in (full.stranded_range, empty.stranded_range) if r is not None]

@@ -47,12 +47,26 @@ TieBreak: TypeAlias = "Literal['first', 'last'] | random.Random"
 
 
 class TiePolicy:
-    """Which tied node a run takes; ``choose`` returns (state id, index among its members)."""
+    """Which tied node a run takes; ``choose`` returns (state id, index among its members).
+
+    ``pick`` adds the state the node moves to: for a DRA pod several may be possible
+    (:meth:`Engine.successors`); the default takes the first.
+    """
 
     name = "policy"
 
     def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
         raise NotImplementedError
+
+    def outcome(self, successors: tuple[int, ...]) -> int:
+        return successors[0]
+
+    def pick(
+        self, engine: Engine, kind: int, tied: list[int], classes: Mapping[int, list[str]]
+    ) -> tuple[int, int, int]:
+        """(state id, member index, the state it moves to)."""
+        sid, member = self.choose(tied, classes)
+        return sid, member, self.outcome(engine.successors(kind, sid))
 
 
 class FirstTie(TiePolicy):
@@ -68,6 +82,9 @@ class LastTie(TiePolicy):
     def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
         sid = max(tied, key=lambda s: classes[s][-1])
         return sid, len(classes[sid]) - 1
+
+    def outcome(self, successors: tuple[int, ...]) -> int:
+        return successors[-1]
 
 
 class RandomTie(TiePolicy):
@@ -89,6 +106,9 @@ class RandomTie(TiePolicy):
                 return sid, pick
             pick -= size
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def outcome(self, successors: tuple[int, ...]) -> int:
+        return successors[0] if len(successors) == 1 else self.rng.choice(successors)
 
 
 class ByPodCount(TiePolicy):
@@ -122,6 +142,16 @@ class ScriptedTies(TiePolicy):
         if len(tied) == 1:
             return tied[0], 0
         return sorted(tied)[next(self.choices)], 0
+
+    def pick(
+        self, engine: Engine, kind: int, tied: list[int], classes: Mapping[int, list[str]]
+    ) -> tuple[int, int, int]:
+        """The j-th of the search's children: each tied state by id, each of its successors."""
+        children = [(sid, t) for sid in sorted(tied) for t in engine.successors(kind, sid)]
+        if len(children) == 1:
+            return children[0][0], 0, children[0][1]
+        sid, target = children[next(self.choices)]
+        return sid, 0, target
 
 
 def tie_policy(tie: object) -> TiePolicy:
@@ -173,8 +203,8 @@ def run_bounded(engine: Engine, policy: TiePolicy, budget: Budget | None) -> Sim
             preemptions.append(report)
             continue
         tied_nodes = sum(len(classes[s]) for s in tied)
-        sid, member = policy.choose(tied, classes)
-        name = rebind(classes, sid, member, engine.successor(kind, sid))
+        sid, member, target = policy.pick(engine, kind, tied, classes)
+        name = rebind(classes, sid, member, target)
         placements.append((pod.pod, name))
         steps.append(Step(pod.pod, name, top, tied_nodes, len(tied)))
     return finish_run(engine, policy.name, classes, placements, stranded, steps, preemptions)

@@ -1,0 +1,94 @@
+"""The DynamicResources filter of the model: kube-scheduler 1.36's allocator, node by node.
+
+A pod with a ResourceClaim (DRA mode, :class:`~vfcore.placement.claims.DraRequest`)
+passes ``DynamicResources.Filter`` on a node when the structured allocator
+finds devices for its claim there (:mod:`vfcore.placement.dra.allocator`: the
+first solution of a depth-first search, device by device, in slice order). The
+filter runs after InterPodAffinity in the default profile; a node it rejects
+counts under ``cannot allocate all claims``. It does not score (a claim with
+``firstAvailable`` would; vfcore renders none), so the resource scores are
+unchanged, and a DRA pod requests no extended resource.
+
+The engine (:mod:`.engine`) keeps each node's devices as one more entry of its
+load vector: the id of its *DRA state* (which devices of which blocks are
+taken), interned by :class:`~vfcore.placement.dra.allocator.AllocationModel`.
+Binding a DRA pod may leave a node in several states — the allocator walks
+the node's slices in no fixed order — so :meth:`Engine.successors` can return
+more than one, and the tie search explores each as a tie.
+
+Worked example (``docs/dra.md``): two H100s with DynamicMIG, a ``3g.40gb``
+claim then three ``1g.10gb`` claims then two ``3g.40gb``. The first ``3g`` takes
+``3g@0`` on one GPU; each ``1g`` takes the first free placement: on that GPU
+``1g@4`` (cutting its second ``3g`` run) or on the other GPU ``1g@0`` — the
+allocator's slice order decides. In the outcomes where a ``1g`` lands at 4,
+a later ``3g`` strands although an exact plan (both ``1g`` beside each other on
+one GPU's slots 4–6, say) lands every claim: the prediction is ``at-risk``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from vfcore.cluster import ClusterSnapshot
+from vfcore.placement.claims import PodRequest
+from vfcore.placement.dra.allocator import FAILED_ERROR, AllocationModel
+from vfcore.placement.dra.inventory import DraInventory
+
+__all__ = ["CANNOT_ALLOCATE", "DynamicResources"]
+
+#: kube-scheduler's reason for a node where the allocator finds no devices.
+CANNOT_ALLOCATE = "cannot allocate all claims"
+
+
+class DynamicResources:
+    """The filter's data for one model run: the inventory (one bracket) and the allocator."""
+
+    def __init__(
+        self,
+        pods: Sequence[PodRequest],
+        cluster: ClusterSnapshot,
+        unknown_as: Literal["empty", "full"],
+    ) -> None:
+        requests = sorted({p.dra for p in pods if p.dra is not None})
+        self.inventory = DraInventory(cluster, requests, unknown_as=unknown_as)
+        self.model = AllocationModel(self.inventory)
+
+    def request_of(self, pod: PodRequest) -> tuple[int, int] | None:
+        """(request index, device count) of a DRA pod; None for any other pod."""
+        if pod.dra is None:
+            return None
+        return self.inventory.request_index(pod.dra), pod.dra.count
+
+    def initial(self, node: str) -> int:
+        return self.model.initial(node)
+
+    def outcomes(self, claim: tuple[int, int], state: int) -> tuple[int, ...]:
+        """The node's possible DRA states once the claim is allocated (empty: it is not)."""
+        found = self.model.outcomes(claim[0], claim[1], state)
+        return () if found == FAILED_ERROR else found
+
+    def errs(self, claim: tuple[int, int], state: int) -> bool:
+        """Whether a selector errs where the allocator looks (the attempt fails)."""
+        return self.model.outcomes(claim[0], claim[1], state) == FAILED_ERROR
+
+    def notes(self) -> tuple[str, ...]:
+        """What the filter could not model or decide, for the prediction's notes."""
+        inv = self.inventory
+        out = list(inv.notes)
+        for info in inv.requests:
+            if info.problem is not None:
+                out.append(f"claims of {info.request.describe()} cannot be judged: {info.problem}")
+        if inv.unbounded_nodes:
+            names = sorted(inv.unbounded_nodes)
+            out.append(
+                f"{len(names)} node(s) publish devices kube-scheduler cannot use now "
+                f"({', '.join(names[:3])}{'…' if len(names) > 3 else ''}: "
+                f"{inv.unbounded_nodes[names[0]]}); the model gives them no devices"
+            )
+        if self.model.sampled:
+            out.append(
+                "a node has so many orders of its device slices that the allocator's outcomes "
+                "were sampled, not all explored"
+            )
+        return tuple(out)

@@ -293,15 +293,23 @@ def _apply_remedy(
     force: bool,
     err: TextIO,
 ) -> Any:
-    """Pins (node affinity) and/or waves, as the remedy says; see :mod:`.remedy`."""
+    """Pins (node affinity, or DRA claims' devices) and/or waves, as the remedy says; see
+    :mod:`.remedy`."""
     from vfadapters.kubernetes.apply import apply_objects
-    from vfadapters.kubernetes.remedy import HOSTNAME_LABEL, apply_in_waves, with_affinity
+    from vfadapters.kubernetes.remedy import (
+        HOSTNAME_LABEL,
+        apply_in_waves,
+        with_affinity,
+        with_claim_selectors,
+    )
     from vfcore.flow.names import physical_name
     from vfcore.runtime.manifests import run_selector
 
     if "affinity" in remedy.kind:
         hostnames = {n.name: dict(n.labels).get(HOSTNAME_LABEL, n.name) for n in cluster.nodes}
         objects = with_affinity(objects, remedy.affinity_map, hostnames)
+    if "pins" in remedy.kind:
+        objects = with_claim_selectors(objects, remedy.pins_map)
     if "waves" not in remedy.kind:
         return apply_objects(client, objects, dry_run=dry_run, force_conflicts=force)
     node_of_pod = {p.pod: p.node for p in result.pods}

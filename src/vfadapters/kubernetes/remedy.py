@@ -10,6 +10,9 @@ makes it land, ``vf deploy`` applies that remedy and says so:
   (the node name when a node has none). Existing affinity terms are kept: the
   pin is added to every ``nodeSelectorTerm`` (terms are ORed, expressions
   within a term ANDed);
+- **pins** (:func:`with_claim_selectors`, ``--gpu-mode dra``): each named
+  workload's ResourceClaimTemplate gets the remedy's selectors added to its
+  request (the devices the exact plan chose, by their ``uuid``/``parentUUID``);
 - **waves** (:func:`apply_in_waves`): everything but the flow's workloads is
   applied first (configuration, Services, the broker, its setup Job); then the
   workloads wave by wave — the largest claims first — each wave's pods bound to
@@ -33,7 +36,14 @@ from vfadapters.kubernetes.apply import Applied, ApplyReport, apply_objects, app
 from vfadapters.kubernetes.client import KubeApiError, KubeClient
 from vfadapters.kubernetes.snapshot import list_all
 
-__all__ = ["HOSTNAME_LABEL", "NODE_ANNOTATION", "apply_in_waves", "node_of", "with_affinity"]
+__all__ = [
+    "HOSTNAME_LABEL",
+    "NODE_ANNOTATION",
+    "apply_in_waves",
+    "node_of",
+    "with_affinity",
+    "with_claim_selectors",
+]
 
 NODE_ANNOTATION = "vfcore.io/node-name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -77,6 +87,24 @@ def with_affinity(
             else:
                 for term in terms:
                     term.setdefault("matchExpressions", []).append(dict(expression))
+        out.append(new)
+    return tuple(out)
+
+
+def with_claim_selectors(
+    objects: Sequence[Mapping[str, Any]], pins: Mapping[str, Sequence[str]]
+) -> tuple[dict[str, Any], ...]:
+    """``objects`` with each named flow node's ResourceClaimTemplate requests narrowed by
+    ``pins`` (CEL selectors, ANDed with the request's own)."""
+    out: list[dict[str, Any]] = []
+    for obj in objects:
+        node = node_of(obj)
+        new = dict(obj)
+        if obj.get("kind") == "ResourceClaimTemplate" and node is not None and node in pins:
+            new = copy.deepcopy(dict(obj))
+            for request in new["spec"]["spec"]["devices"]["requests"]:
+                selectors = request["exactly"].setdefault("selectors", [])
+                selectors.extend({"cel": {"expression": e}} for e in pins[node])
         out.append(new)
     return tuple(out)
 

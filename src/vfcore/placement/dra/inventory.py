@@ -250,7 +250,7 @@ class DraInventory:
         shared_devices: list[tuple[DraSlice, DraDevice]] = []
         for pool in pools.values():
             for s in pool.slices:
-                if s.scope == "node" and s.node is not None and s.devices:
+                if s.scope == "node" and s.node is not None:
                     if pool not in by_node.setdefault(s.node, []):
                         by_node[s.node].append(pool)
                 elif s.scope != "node":

@@ -1,10 +1,18 @@
-"""The remedy: apply waves (largest claims first) and/or node affinities from the exact placement."""
+"""The remedy: apply waves (largest claims first), node affinities from the exact placement, and —
+for DRA pods — claims pinned to the devices the exact plan chose.
+
+A DRA claim cannot name a device (a CEL selector sees a device's driver,
+attributes and capacity, not its name), so a *pin* selects the devices by the
+attribute that identifies them: a whole GPU's ``uuid``, a MIG device's
+``parentUUID`` (the GPU it is carved from). Replicas share one claim template,
+so a workload is pinned to the set of devices (or GPUs) the plan gives its pods.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
@@ -22,9 +30,18 @@ from vfcore.placement.scheduler.scoring import EPHEMERAL_STORAGE, ScoringConfig
 from vfcore.placement.scheduler.workloads import Workload
 from vfcore.quantity import CPU, MEMORY, PODS
 
-__all__ = ["HOSTNAME_LABEL", "Remedy", "RemedyKind", "claim_size", "remedy", "waves_of"]
+__all__ = [
+    "HOSTNAME_LABEL",
+    "Remedy",
+    "RemedyKind",
+    "claim_size",
+    "device_order_waves",
+    "device_pins",
+    "remedy",
+    "waves_of",
+]
 
-RemedyKind = Literal["none", "waves", "affinity", "waves+affinity"]
+RemedyKind = Literal["none", "waves", "affinity", "waves+affinity", "pins", "waves+pins"]
 #: The label a remedy's required node affinity selects on.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -34,14 +51,26 @@ _NOT_EXTENDED = frozenset({CPU, MEMORY, PODS, EPHEMERAL_STORAGE})
 
 
 def claim_size(pod: PodRequest) -> tuple[int, int, int]:
-    """How big a pod's claim is, for ordering waves: (largest extended-resource units, cpu, memory).
+    """How big a pod's claim is, for ordering waves: (largest extended-resource units — or a DRA
+    claim's device count —, cpu, memory).
 
     >>> claim_size(PodRequest("d/0", "d", 0, (("cpu", 2000), ("nvidia.com/gpu", 4))))
     (4, 2000, 0)
     """
     requests = dict(pod.requests)
     extended = max((u for r, u in requests.items() if r not in _NOT_EXTENDED), default=0)
+    if pod.dra is not None:
+        extended = max(extended, pod.dra.count)
     return extended, requests.get(CPU, 0), requests.get(MEMORY, 0)
+
+
+def _wave_size(pod: PodRequest) -> tuple[int, ...]:
+    """:func:`claim_size`, with a DRA pod's declared VRAM after the count: a ``3g`` slice's
+    claim (30 GiB) goes before a ``1g``'s (9 GiB), so the allocator's first fit takes the
+    large runs of memory slices first."""
+    extended, cpu, memory = claim_size(pod)
+    vram = (pod.gpu_memory_mib or 0) if pod.dra is not None else 0
+    return extended, vram, cpu, memory
 
 
 def waves_of(pods: Sequence[PodRequest]) -> tuple[tuple[str, ...], ...]:
@@ -51,9 +80,9 @@ def waves_of(pods: Sequence[PodRequest]) -> tuple[tuple[str, ...], ...]:
     by wave and waiting until each is bound before the next makes the apply
     order the wave order, whatever the controllers do within a wave.
     """
-    by_size: dict[tuple[int, int, int], list[PodRequest]] = {}
+    by_size: dict[tuple[int, ...], list[PodRequest]] = {}
     for pod in pods:
-        by_size.setdefault(claim_size(pod), []).append(pod)
+        by_size.setdefault(_wave_size(pod), []).append(pod)
     return tuple(
         tuple(p.pod for p in sorted(by_size[size], key=lambda p: (p.node, p.replica, p.pod)))
         for size in sorted(by_size, reverse=True)
@@ -87,11 +116,17 @@ class Remedy:
     verdict_before: Verdict
     verdict_after: Verdict
     prediction: SchedulerPrediction
+    pins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # workload → CEL selectors (DRA)
 
     @property
     def affinity_map(self) -> dict[str, tuple[str, ...]]:
         """``{workload: (node, …)}``."""
         return dict(self.affinity)
+
+    @property
+    def pins_map(self) -> dict[str, tuple[str, ...]]:
+        """``{workload: (CEL selector, …)}``: what each workload's claim template adds."""
+        return dict(self.pins)
 
     @property
     def order(self) -> tuple[str, ...]:
@@ -134,6 +169,12 @@ class Remedy:
             parts.append(
                 f"Give each workload a required node affinity ({HOSTNAME_LABEL} In [...]): {shown}."
             )
+        if "pins" in self.kind:
+            shown = "; ".join(f"{w}: {' && '.join(sel)}" for w, sel in self.pins)
+            parts.append(
+                "Pin each workload's claim to the devices the exact plan chose (a selector on "
+                f"the attribute that identifies them): {shown}."
+            )
         p = self.prediction
         scope = "explored" if p.exhaustive else "sampled"
         parts.append(
@@ -149,6 +190,7 @@ class Remedy:
             "kind": self.kind,
             "waves": [list(w) for w in self.waves],
             "affinity": {w: list(hosts) for w, hosts in self.affinity},
+            "pins": {w: list(sel) for w, sel in self.pins},
             "verdict_before": self.verdict_before,
             "verdict_after": self.verdict_after,
             "description": self.describe(),
@@ -197,8 +239,16 @@ def remedy(
     workloads: Mapping[str, Workload] | None = None,
     facts: SchedulingFacts | None = None,
     window_runs: int = 0,
+    devices: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Remedy:
     """Find an apply order and/or node affinities under which the model lands every pod.
+
+    ``devices`` (pod → ``driver/pool/device`` the exact plan gives it, DRA mode)
+    adds tries: waves in the order of the planned devices
+    (:func:`device_order_waves`: each first fit then takes its planned device —
+    a small MIG slice before a large one, when the plan puts it first), and
+    **pins** (each workload's claim pinned to its planned devices,
+    :func:`device_pins`) and **waves+pins**.
 
     ``placement`` (pod → node) is an exact packing of every pod. The steps,
     each re-checked with :func:`predict` over every tie outcome:
@@ -236,20 +286,33 @@ def remedy(
     order = [name for wave in waves for name in wave]
     groups = _affinity_groups(pods, placement)
     affinity = tuple(groups.items())
-    candidates: list[tuple[RemedyKind, SchedulerPrediction]] = [("none", before)]
-    tries: tuple[tuple[str, dict[str, Any]], ...] = (
-        ("waves", {"order": order}),
-        ("affinity", {"affinity": groups}),
-        ("waves+affinity", {"order": order, "affinity": groups}),
-    )
-    for left, (kind, kwargs) in zip(range(len(tries), 0, -1), tries, strict=True):
+    Waves = tuple[tuple[str, ...], ...]
+    candidates: list[tuple[RemedyKind, SchedulerPrediction, Waves]] = [("none", before, ())]
+    tries: list[tuple[RemedyKind, dict[str, Any], Waves]] = [
+        ("waves", {"order": order}, waves),
+        ("affinity", {"affinity": groups}, ()),
+        ("waves+affinity", {"order": order, "affinity": groups}, waves),
+    ]
+    planned = device_order_waves(pods, cluster, devices or {})
+    if planned and planned != waves:
+        # the allocator walks devices in order: applying workloads in the order of the devices
+        # the plan gives them lets each first fit take its planned device
+        tries.insert(1, ("waves", {"order": [n for w in planned for n in w]}, planned))
+    pins = device_pins(pods, cluster, devices or {})
+    if pins:
+        pinned = _pinned(pods, pins)
+        tries += [
+            ("pins", {"pods": pinned}, ()),
+            ("waves+pins", {"pods": pinned, "order": order}, waves),
+        ]
+    for left, (kind, kwargs, used_waves) in zip(range(len(tries), 0, -1), tries, strict=True):
         if meter.out_of_time() or meter.used >= meter.work:
             if "remedy" not in meter.cut:  # the remedies not tried are not reported
                 meter.cut.append("remedy")
             break
         share = meter.share((meter.work - meter.used) // left)
         prediction = predict(
-            pods,
+            kwargs.get("pods", pods),
             cluster,
             config=cfg,
             max_branches=max_branches,
@@ -258,16 +321,23 @@ def remedy(
             workloads=workloads,
             facts=facts,
             window_runs=window_runs,
-            **kwargs,
+            **{k: v for k, v in kwargs.items() if k != "pods"},
         )
         meter.used += share.used
         if share.cut and "remedy" not in meter.cut:
             meter.cut.append("remedy")
-        candidates.append((cast("RemedyKind", kind), prediction))
+        candidates.append((kind, prediction, used_waves))
         if prediction.verdict == "lands":
             break
-    simplicity = {"none": 0, "waves": 1, "affinity": 2, "waves+affinity": 3}
-    kind, after = min(
+    simplicity = {
+        "none": 0,
+        "waves": 1,
+        "affinity": 2,
+        "waves+affinity": 3,
+        "pins": 4,
+        "waves+pins": 5,
+    }
+    kind, after, chosen_waves = min(
         candidates,
         key=lambda c: (
             _VERDICT_RANK[c[1].verdict],
@@ -278,9 +348,96 @@ def remedy(
     )
     return Remedy(
         kind=kind,
-        waves=waves if "waves" in kind else (),
+        waves=chosen_waves,
         affinity=affinity if "affinity" in kind else (),
         verdict_before=before.verdict,
         verdict_after=after.verdict,
         prediction=after,
+        pins=tuple(sorted(pins.items())) if "pins" in kind else (),
+    )
+
+
+def device_pins(
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    devices: Mapping[str, tuple[str, ...]],
+) -> dict[str, tuple[str, ...]]:
+    """Per DRA workload, the selector that pins its claim to the devices the plan chose.
+
+    A whole GPU is named by its ``uuid`` attribute, a MIG device by its
+    ``parentUUID`` (the GPU it is carved from): ``device.attributes["gpu.nvidia.com"].uuid
+    in ["GPU-a", "GPU-b"]``. A workload some device of which has neither is not pinned.
+    """
+    facts = cluster.dra
+    if facts is None or not devices:
+        return {}
+    ids: dict[str, tuple[str, str, str]] = {}
+    for s in facts.slices:
+        for d in s.devices:
+            attrs = dict(d.attributes)
+            for key in ("uuid", "parentUUID"):
+                value = attrs.get(key)
+                if value is not None and value.kind == "string":
+                    ids[f"{s.driver}/{s.pool}/{d.name}"] = (s.driver, key, str(value.value))
+                    break
+    wanted: dict[str, set[tuple[str, str, str]]] = {}
+    unpinned: set[str] = set()
+    for pod in pods:
+        if pod.dra is None:
+            continue
+        for device in devices.get(pod.pod, ()):
+            found = ids.get(device)
+            if found is None:
+                unpinned.add(pod.node)
+            else:
+                wanted.setdefault(pod.node, set()).add(found)
+    out: dict[str, tuple[str, ...]] = {}
+    for workload, named in sorted(wanted.items()):
+        if workload in unpinned or len({(d, k) for d, k, _ in named}) != 1:
+            continue
+        ((driver, key),) = {(d, k) for d, k, _ in named}
+        values = ", ".join(f'"{v}"' for v in sorted(v for _, _, v in named))
+        out[workload] = (f'device.attributes["{driver}"].{key} in [{values}]',)
+    return out
+
+
+def device_order_waves(
+    pods: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    devices: Mapping[str, tuple[str, ...]],
+) -> tuple[tuple[str, ...], ...]:
+    """Apply waves in the order of the devices the plan gives each workload: by its first
+    planned device's slice and place in that slice (the order the allocator walks a slice in),
+    workloads without devices last. One wave per workload."""
+    facts = cluster.dra
+    if facts is None or not devices:
+        return ()
+    position: dict[str, tuple[str, int]] = {}
+    for s in facts.slices:
+        for i, d in enumerate(s.devices):
+            position[f"{s.driver}/{s.pool}/{d.name}"] = (s.name, i)
+    first: dict[str, tuple[int, str, int]] = {}
+    for pod in pods:
+        for device in devices.get(pod.pod, ()):
+            at = position.get(device)
+            if at is not None:
+                key = (0, *at)
+                first[pod.node] = min(first.get(pod.node, key), key)
+    by_node: dict[str, list[PodRequest]] = {}
+    for pod in pods:
+        by_node.setdefault(pod.node, []).append(pod)
+    ordered = sorted(by_node, key=lambda n: (first.get(n, (1, "", 0)), n))
+    return tuple(
+        tuple(p.pod for p in sorted(by_node[n], key=lambda p: (p.replica, p.pod))) for n in ordered
+    )
+
+
+def _pinned(
+    pods: Sequence[PodRequest], pins: Mapping[str, tuple[str, ...]]
+) -> tuple[PodRequest, ...]:
+    return tuple(
+        replace(p, dra=replace(p.dra, selectors=p.dra.selectors + pins[p.node]))
+        if p.dra is not None and p.node in pins
+        else p
+        for p in pods
     )

@@ -134,6 +134,7 @@ def predict_for_plan(
         if phase is not None:
             phase("remedy")
         fixing = Budget(2 * max_work, seconds=time_limit, clock=clock)
+        dra = getattr(plan, "dra", None)
         fix = remedy(
             pods,
             cluster,
@@ -143,6 +144,7 @@ def predict_for_plan(
             before=prediction,
             workloads=workloads,
             facts=facts,
+            devices={a.pod: a.devices for a in dra.assignments} if dra is not None else None,
         )
         cut += [c for c in fixing.cut if c not in cut]
     return SchedulerReport(prediction, fix, tuple(cut))

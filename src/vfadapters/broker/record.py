@@ -14,8 +14,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from vfadapters.local.ring import record_size
-from vfadapters.runtime.codec import decode, encode
+from vfadapters.runtime.codec import decode, encode, record_size
 
 __all__ = ["MAGIC", "pack", "unpack"]
 

@@ -678,13 +678,15 @@ class BrokerRun:
         try:
             if self.opts.dead_letter_path:
                 check_dead_letter_path(self.opts.dead_letter_path)
+            # the fork server imports what workers need while the server starts and the
+            # run's topology is made: a worker forked from it starts in milliseconds
+            ctx = install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
             self.url = self.start_server()
             self.bridge.connect(self.url, name=f"vf run {self.spec.name} {self.run_id}")
             self.claim_run()
             self.bridge.run(self.setup_topology(), timeout_s=60)
             self.bridge.run(self.follow_ledger(), timeout_s=30)
             self.state = state = self.build_state()
-            ctx = install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
             supervisor = Supervisor(state, ctx, self)
             progress = Progress(state)
             autoscaler = (

@@ -68,11 +68,14 @@ __all__ = [
     "SubjectOutlet",
 ]
 
-#: publishes in flight before a writer waits for the oldest acknowledgement
-MAX_INFLIGHT = 256
-MAX_INFLIGHT_BYTES = 32 << 20
-#: chunks an input batch's outputs may hold back before they are published anyway
-MAX_STAGED = 2048
+#: a producer's segments not yet all stored, at most (then it waits for the oldest)
+MAX_OPEN_SEGMENTS = 16
+#: bytes of outputs a batch may queue before they are delivered anyway
+MAX_OUTBOX_BYTES = 64 << 20
+#: deliveries on their way at once (then the node waits for the oldest)
+MAX_DELIVERIES = 64
+#: deliveries queued for the next crossing to the loop thread before they are started anyway
+MAX_QUEUED = 8
 #: NATS's own default message limit; the server's INFO may say more or less
 DEFAULT_MAX_PAYLOAD = 1 << 20
 STATS_INTERVAL_S = 0.5
@@ -188,7 +191,9 @@ class StreamInput:
             durable=self.consumer.name, stream=self.consumer.stream
         )
 
-    async def _fetch(self) -> list[Any]:
+    async def _fetch(self, queued: list[Any] | None = None) -> list[Any]:
+        if queued:  # the deliveries queued since the last crossing start now
+            await self.t._start(queued)
         try:
             msgs: list[Any] = await self.sub.fetch(self.batch, timeout=self.t.plan.fetch_timeout_s)
             return msgs
@@ -206,7 +211,8 @@ class StreamInput:
     def claim(self) -> BrokerBatch | Literal[False] | None:
         t = self.t
         if not self.buffer:
-            msgs = t.bridge.run(self._fetch())
+            queued, t.queued = t.queued, []
+            msgs = t.bridge.run(self._fetch(queued))
             if not msgs:
                 if self.ended():
                     return False
@@ -285,49 +291,28 @@ class StreamInput:
         return bool(found)
 
     def settle(self, batches: Sequence[Any], tally: Tally | None) -> None:
-        """Acknowledge ``batches`` once every output published so far is stored, after
-        their ledger entry (``tally``): the node goes on meanwhile."""
+        """Acknowledge ``batches`` once every output they caused is stored, and then
+        their ledger entry (``tally``): one delivery on the loop thread; the node goes
+        on meanwhile."""
         t = self.t
-        t.raise_async_error()
-        t.flush_staged()
+        t.check_deliveries()
         if tally is not None:
             t.count(tally, self.parent)
-        ledger = None
-        if tally is not None and t.topo.ledger is not None and len(batches) == 1:
-            ledger = (batches[0].origin, tally)
-        elif tally is not None and t.topo.ledger is not None:
-            for b in batches:  # a join settles several: one entry each, its own tally
-                bt = b.tally if b.tally is not None else Tally(received=b.count)
-                t.ledger(b.origin, bt, self.parent)
-        if ledger is not None:
-            t.ledger(ledger[0], ledger[1], self.parent)
-        published = list(t.inflight)
-        t.inflight.clear()
+            if len(batches) == 1:
+                t.ledger(batches[0].origin, tally, self.parent)
+            else:
+                for b in batches:  # a join settles several: one entry each, its own tally
+                    bt = b.tally if b.tally is not None else Tally(received=b.count)
+                    t.ledger(b.origin, bt, self.parent)
         for b in batches:
             self.holding.discard(b.origin.seq)
-        msgs = [b.msg for b in batches]
-        refs = [b.msg.data for b in batches if t.large is not None]
-        count = sum(b.count for b in batches)
-        t.bridge.submit(self._settle(published, msgs, refs, count))
-
-    async def _settle(
-        self, published: list[Any], msgs: list[Any], refs: list[Any], count: int
-    ) -> None:
-        t = self.t
-        try:
-            for fut in published:
-                await asyncio.wrap_future(fut)
-        except BaseException as exc:  # not stored: the inputs are not acked (redelivered)
-            t.async_error = exc
-            self.held -= len(msgs)
-            return
-        await _ack_all(msgs)
-        self.committed += count
-        self.held -= len(msgs)
-        for ref in refs:
-            if t.large.is_reference(ref):
-                with contextlib.suppress(Exception):
-                    await t.large.delete(ref)
+        t.deliver(
+            acks=[b.msg for b in batches],
+            refs=[b.msg.data for b in batches if t.large is not None],
+            count=sum(b.count for b in batches),
+            inp=self,
+            now=False,  # started by the next fetch, which crosses to the loop thread anyway
+        )
 
     def ended(self) -> bool:
         """Every replica of the parent is done and nothing is left for us to take."""
@@ -363,6 +348,15 @@ class StreamInput:
         if msgs:
             with contextlib.suppress(Exception):
                 self.t.bridge.run(_nak_all(msgs), timeout_s=2)
+
+
+def _settle_future(task: asyncio.Task[Any], fut: concurrent.futures.Future[Any]) -> None:
+    if task.cancelled():
+        fut.cancel()
+    elif task.exception() is not None:
+        fut.set_exception(task.exception())
+    else:
+        fut.set_result(task.result())
 
 
 async def _ack_all(msgs: list[Any]) -> None:
@@ -402,10 +396,7 @@ class SubjectOutlet:
             return len(envelopes)
         assert key.origin is not None
         msg_id = output_id(node, self.child, self.partition, key.origin, key.chunk, key.part)
-        if key.batch is not None:  # an input batch's outputs wait for its settlement
-            t.stage(self, envelopes, msg_id)
-        else:
-            t.publish(self, envelopes, msg_id)
+        t.publish(self, envelopes, msg_id)
         return len(envelopes)
 
 
@@ -434,7 +425,7 @@ class StreamLetters:
         subject = t.topo.dead_letters.subject_of(t.cfg.node)
         headers = {"Vf-Dead-Letter": json.dumps(doc, default=repr), "Nats-Msg-Id": letter.id}
         t.dead_letter_count += 1
-        t.inflight.append(t.bridge.submit(t.publish_raw(subject, bytes(record), headers)))
+        t.outbox.append((subject, bytes(record), headers, None))
 
 
 class BrokerTransport:
@@ -460,7 +451,13 @@ class BrokerTransport:
         self.bridge = Bridge()
         self.control = BrokerControl()
         self.letters = StreamLetters(self)
-        self.inflight: deque[concurrent.futures.Future[Any]] = deque()
+        # what the node wrote since the last delivery: outputs and letters, ledger entries
+        self.outbox: list[tuple[str, Any, dict[str, str] | None, SubjectOutlet | None]] = []
+        self.outbox_bytes = 0
+        self.ledgers: list[tuple[str, bytes, dict[str, str]]] = []
+        self.deliveries: deque[concurrent.futures.Future[Any]] = deque()
+        self.queued: list[tuple[Any, concurrent.futures.Future[Any]]] = []
+        self.tail: concurrent.futures.Future[Any] | None = None
         self.state = "starting"
         self.error: dict[str, Any] | None = None
         self.broker_errors = 0
@@ -479,7 +476,8 @@ class BrokerTransport:
         self.open_segments: list[ProducerSegment] = []
         self.position_done = 0
         self.child_costs: dict[int, int] = {}
-        self.staged: list[tuple[SubjectOutlet, list[Envelope], str]] = []
+        self.intent: concurrent.futures.Future[Any] | None = None  # the last segment put
+        self.last_end: int | None = None
         #: how long after a reconnection every input is treated as redelivered
         self.suspect_s = max(10.0, 3 * plan.topology.ack_wait_s)
         self.suspect_until = 0.0  # wall clock: the server restarted before we connected
@@ -627,11 +625,20 @@ class BrokerTransport:
         self.position_done = int(doc.get("done", 0))
         return ResumePlan(self.position_done, segments)
 
-    def _put_segments(self) -> None:
+    def _put_segments(self) -> concurrent.futures.Future[Any]:
+        """Store the producer's open segments (the put is made on the loop thread, after
+        the previous one: the producer's own thread goes on)."""
         key = self.topo.control.segment_key(self.cfg.node, self.cfg.replica)
         doc = {"done": self.position_done, "open": [s.to_dict() for s in self.open_segments]}
         data = json.dumps(doc).encode()
-        self.bridge.run(self.retrying(lambda: self.kv.put(key, data)))
+        self.intent = self.bridge.submit(self._put_after(self.intent, key, data))
+        return self.intent
+
+    async def _put_after(self, before: Any, key: str, data: bytes) -> None:
+        if before is not None:  # the puts of one key are stored in the order they were made
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(before)
+        await self.retrying(lambda: self.kv.put(key, data))
 
     async def retrying(self, make: Callable[[], Any]) -> Any:
         """``await make()``, again and again while the server cannot answer (a restart,
@@ -655,38 +662,45 @@ class BrokerTransport:
             delay = min(delay * 2, 0.5)
 
     def begin_segment(self, segment: ProducerSegment) -> None:
-        self._forget_finished_segments()
-        self.open_segments.append(segment)
-        self._put_segments()
+        return None  # nothing of a segment is published before it ends (end_segment)
 
     def seal_segment(self, segment: ProducerSegment) -> None:
-        self._put_segments()
+        return None
 
     def end_segment(self, segment: ProducerSegment, tally: Tally) -> None:
+        """Deliver a whole segment: its boundaries stored first (what a restarted producer
+        cuts again), then its chunks, then its ledger entry."""
         self.count(tally, None)
+        self.last_end = segment.start + tally.produced
         if self.realtime:
+            self.deliver(now=True)
             return
-        origin = SegmentOrigin(self.cfg.replica, segment.start)
-        self.ledger(origin, tally, None)
-        published = list(self.inflight)
-        self.inflight.clear()
-        segment.stored = self.bridge.submit(self._segment_stored(published))
-
-    async def _segment_stored(self, published: list[Any]) -> None:
-        for fut in published:
-            await asyncio.wrap_future(fut)
+        self._forget_finished_segments()
+        self.open_segments.append(segment)
+        intent = self._put_segments()
+        self.ledger(SegmentOrigin(self.cfg.replica, segment.start), tally, None)
+        segment.stored = self.deliver(after=intent, now=True)
 
     def _forget_finished_segments(self) -> None:
-        """Segments whose every publish is stored no longer need cutting again."""
-        while self.open_segments:
-            seg = self.open_segments[0]
+        """Segments whose every publish is stored no longer need cutting again; at most
+        :data:`MAX_OPEN_SEGMENTS` stay open (the producer waits for the oldest)."""
+        kept = []
+        for seg in self.open_segments:
             stored = seg.stored
-            if stored is None or not stored.done():
-                break
-            stored.result()
-            self.open_segments.pop(0)
-            assert seg.end is not None
-            self.position_done = seg.end
+            if stored is not None and stored.done():
+                stored.result()  # a failure to store surfaces here
+                continue
+            kept.append(seg)
+        self.open_segments = kept
+        while len(self.open_segments) > MAX_OPEN_SEGMENTS:
+            oldest = self.open_segments.pop(0)
+            if oldest.stored is not None:
+                oldest.stored.result()
+        ends = [s.start for s in self.open_segments]
+        if ends:
+            self.position_done = min(ends)
+        elif self.last_end is not None:
+            self.position_done = self.last_end
 
     # -- joins ---------------------------------------------------------------------------------
 
@@ -697,6 +711,7 @@ class BrokerTransport:
             self.count(tally, None)
             if origin is not None and not self.realtime:
                 self.ledger(origin, tally, None)
+        self.deliver()
 
     def was_emitted(self, group: GroupOrigin) -> bool:
         """Whether ``group`` was handled before (its ledger entry is stored)."""
@@ -704,47 +719,115 @@ class BrokerTransport:
 
     # -- publishing ------------------------------------------------------------------------------
 
-    def stage(self, outlet: SubjectOutlet, envelopes: list[Envelope], msg_id: str) -> None:
-        """Hold an input batch's chunk until the batch is settled (see :meth:`flush_staged`)."""
-        self.staged.append((outlet, envelopes, msg_id))
-        if len(self.staged) >= MAX_STAGED:
-            self.flush_staged()
-
-    def flush_staged(self) -> None:
-        """Publish the chunks held for the batch being settled, just before its ledger entry.
-
-        Held until then, an input batch's outputs are stored within a burst that its
-        ledger entry closes, so a server that dies and forgets the ids of consumed
-        messages cannot be caught between a stored output and the entry saying so
-        for longer than that burst (docs/broker.md, "Exactly once").
-        """
-        staged, self.staged = self.staged, []
-        for outlet, envelopes, msg_id in staged:
-            self.publish(outlet, envelopes, msg_id)
-
     def publish(self, outlet: SubjectOutlet, envelopes: list[Envelope], msg_id: str | None) -> None:
+        """Queue one chunk for the next delivery (packed here, sent from the loop thread)."""
         data = pack(envelopes)
         outlet.written += len(envelopes)
         outlet.records += 1
         payload: Any = data
         if len(data) > self.max_payload - 4096:
             payload = self.store_large(msg_id or f"{outlet.child}.{time.monotonic_ns()}", data)
-        if msg_id is None:
-            self.bridge.submit(self.bridge.nc.publish(outlet.subject, payload))
-            return
-        headers = {"Nats-Msg-Id": msg_id}
-        fut = self.bridge.submit(self.publish_raw(outlet.subject, payload, headers, outlet))
-        inflight = self.inflight
-        inflight.append(fut)
-        # at most MAX_INFLIGHT publishes, and about MAX_INFLIGHT_BYTES, unanswered
-        bound = max(2, min(MAX_INFLIGHT, MAX_INFLIGHT_BYTES // max(1, len(payload))))
-        while len(inflight) > bound:
-            inflight.popleft().result()
-        while inflight and inflight[0].done():
-            inflight.popleft().result()
+        headers = {"Nats-Msg-Id": msg_id} if msg_id else None
+        self.outbox.append((outlet.subject, payload, headers, outlet))
+        self.outbox_bytes += len(payload)
+        if self.outbox_bytes > MAX_OUTBOX_BYTES:
+            self.deliver()  # a huge batch's outputs: delivered in parts (docs/broker.md)
+
+    def deliver(
+        self,
+        *,
+        acks: Sequence[Any] = (),
+        refs: Sequence[Any] = (),
+        count: int = 0,
+        inp: StreamInput | None = None,
+        after: concurrent.futures.Future[Any] | None = None,
+        now: bool = True,
+    ) -> concurrent.futures.Future[Any]:
+        """Send what the outbox holds as one task on the loop thread: the outputs and
+        letters (all at once), then the ledger entries once they are stored, then — after
+        every earlier delivery — the acknowledgements of the inputs settled (``acks``).
+
+        The task is started by the next fetch (which crosses to the loop thread
+        anyway), or at once with ``now``: the node's thread and the loop's take the
+        interpreter in turn, and each crossing costs.
+        """
+        outbox, self.outbox = self.outbox, []
+        self.outbox_bytes = 0
+        ledgers, self.ledgers = self.ledgers, []
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        job = self._deliver(outbox, ledgers, list(acks), list(refs), count, inp, after, self.tail)
+        self.tail = fut
+        self.queued.append((job, fut))
+        deliveries = self.deliveries
+        deliveries.append(fut)
+        if now or len(self.queued) >= MAX_QUEUED:
+            self.start_queued()
+        while len(deliveries) > MAX_DELIVERIES:
+            self.start_queued()
+            deliveries.popleft().result()
+        while deliveries and deliveries[0].done():
+            deliveries.popleft().result()
+        return fut
+
+    def start_queued(self) -> None:
+        """Start the queued deliveries now (one crossing to the loop thread)."""
+        if self.queued:
+            jobs, self.queued = self.queued, []
+            self.bridge.submit(self._start(jobs))
+
+    async def _start(self, jobs: list[tuple[Any, concurrent.futures.Future[Any]]]) -> None:
+        """On the loop thread: run each queued delivery as a task; its future follows it."""
+        for job, fut in jobs:
+            task = asyncio.ensure_future(job)
+            task.add_done_callback(lambda t, f=fut: _settle_future(t, f))
+
+    async def _deliver(
+        self,
+        outbox: list[tuple[str, Any, dict[str, str] | None, SubjectOutlet | None]],
+        ledgers: list[tuple[str, bytes, dict[str, str]]],
+        acks: list[Any],
+        refs: list[Any],
+        count: int,
+        inp: StreamInput | None,
+        after: concurrent.futures.Future[Any] | None,
+        previous: concurrent.futures.Future[Any] | None,
+    ) -> None:
+        try:
+            if after is not None:
+                await asyncio.wrap_future(after)
+            if self.realtime:
+                for subject, payload, _, _ in outbox:
+                    await self.bridge.nc.publish(subject, payload)
+            elif outbox:
+                await asyncio.gather(*(self.publish_raw(s, p, h or {}, o) for s, p, h, o in outbox))
+            if ledgers:  # only once the outputs they count are stored
+                await asyncio.gather(*(self.publish_raw(s, d, h) for s, d, h in ledgers))
+            if previous is not None and acks:
+                await asyncio.wrap_future(previous)  # inputs are acknowledged in order
+            if acks:
+                await _ack_all(acks)
+                if inp is not None:
+                    inp.committed += count
+            for ref in refs:
+                if self.large is not None and self.large.is_reference(ref):
+                    with contextlib.suppress(Exception):
+                        await self.large.delete(ref)
+        finally:
+            if inp is not None:
+                inp.held -= len(acks)
+
+    def check_deliveries(self) -> None:
+        """Raise what a finished delivery failed with (an output the server refused)."""
+        deliveries = self.deliveries
+        while deliveries and deliveries[0].done():
+            deliveries.popleft().result()
 
     async def publish_raw(
-        self, subject: str, data: Any, headers: dict[str, str], outlet: SubjectOutlet | None = None
+        self,
+        subject: str,
+        data: Any,
+        headers: dict[str, str],
+        outlet: SubjectOutlet | None = None,
     ) -> None:
         """Publish with an acknowledgement; a full stream or a lost server is waited out
         (the same id again: never stored twice), an abort gives up."""
@@ -779,9 +862,7 @@ class BrokerTransport:
         subject = topo.control.ledger_subject(self.cfg.node, origin.text)
         doc = {"n": self.cfg.node, "r": self.cfg.replica, "p": parent, "t": tally.to_dict()}
         headers = {"Nats-Msg-Id": ledger_id(self.cfg.token, origin)}
-        self.inflight.append(
-            self.bridge.submit(self.publish_raw(subject, json.dumps(doc).encode(), headers))
-        )
+        self.ledgers.append((subject, json.dumps(doc).encode(), headers))
 
     async def ledger_has(self, origin: Origin) -> bool:
         topo = self.topo
@@ -845,9 +926,13 @@ class BrokerTransport:
             raise error
 
     def wait_published(self) -> None:
-        inflight = self.inflight
-        while inflight:
-            inflight.popleft().result()
+        """Deliver what is left, and wait until every delivery is done."""
+        if self.outbox or self.ledgers:
+            self.deliver()
+        self.start_queued()
+        deliveries = self.deliveries
+        while deliveries:
+            deliveries.popleft().result()
         self.raise_async_error()
 
     def wait_settled(self) -> None:
@@ -984,6 +1069,11 @@ class BrokerTransport:
 
     def finished(self) -> None:
         self.wait_published()
+        for seg in self.open_segments:  # a producer's last segments: stored before "done"
+            if seg.stored is not None:
+                seg.stored.result()
+        if self.intent is not None:
+            self.intent.result()
         self.wait_settled()
         if self.realtime:
             self.bridge.run(self.bridge.nc.flush(timeout=10), timeout_s=15)

@@ -169,6 +169,12 @@ def register(sub: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.broker is not None:
+        # the fork server imports what workers need while this process loads the flow
+        # and the run's topology is set up (the first item arrives sooner)
+        from vfadapters.runtime.supervisor import install_forkserver
+
+        install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
     from vfadapters.local import GpuRefusedError, run
 
     try:

@@ -65,6 +65,8 @@ from typing import Any, Literal
 
 from vfadapters.local.atomic import LOG_CELLS, Cells, UndoLog
 from vfadapters.local.shm import Segment
+from vfadapters.runtime.codec import align as _align
+from vfadapters.runtime.codec import record_size
 
 __all__ = [
     "HEADER_BYTES",
@@ -164,17 +166,6 @@ class Claim:
     settled: bool = False
     redelivered: bool = False  # returned after the replica that first claimed it died
     tally: Any = field(default=None)
-
-
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) & ~(a - 1)
-
-
-def record_size(body_len: int, buffer_lens: Sequence[int], progress: int = 0) -> int:
-    p = _align(16 + 8 * progress + 8 * (1 + len(buffer_lens)), 8) + body_len
-    for n in buffer_lens:
-        p = _align(p, 64) + n
-    return _align(p, 64)
 
 
 def _word(total: int, kind: int) -> int:

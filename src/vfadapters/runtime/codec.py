@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["OUT_OF_BAND_BYTES", "decode", "encode"]
+__all__ = ["OUT_OF_BAND_BYTES", "align", "decode", "encode", "record_size"]
 
 #: Arrays, bytes and tensors at least this large travel out of band.
 OUT_OF_BAND_BYTES = 16 * 1024
@@ -149,3 +149,17 @@ def decode(record: memoryview, nbufs: int, at: int = 16) -> list[tuple[Any, ...]
             with contextlib.suppress(BufferError):  # an object still holds it
                 view.release()
     return result
+
+
+def align(n: int, a: int) -> int:
+    """``n`` rounded up to a multiple of ``a`` (a power of two)."""
+    return (n + a - 1) & ~(a - 1)
+
+
+def record_size(body_len: int, buffer_lens: Sequence[int], progress: int = 0) -> int:
+    """Bytes of a record: its 16-byte header, ``progress`` u64 cells, the lengths, the
+    pickle body (8-aligned) and each out-of-band buffer (64-aligned)."""
+    p = align(16 + 8 * progress + 8 * (1 + len(buffer_lens)), 8) + body_len
+    for n in buffer_lens:
+        p = align(p, 64) + n
+    return align(p, 64)

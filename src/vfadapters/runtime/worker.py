@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 import os
 import signal
 import sys
@@ -79,6 +80,9 @@ _SKIP = object()
 #: between calls: 0.1 ms, doubling up to _NONE_PAUSE_MAX_S, until it emits again.
 _NONES_BEFORE_PAUSE = 8
 _NONE_PAUSE_MAX_S = 0.05
+#: a segment is written after this long whatever its source does (linger counts only
+#: the source's time; this bounds the node's own)
+_SEGMENT_AGE_S = 0.05
 #: claims a join settles in one call (a transport keeps each settlement atomic)
 _SETTLE_AT_MOST = 32
 
@@ -102,6 +106,7 @@ class ProducerSegment:
     count: int = 0
     size: int = 0
     opened: float = 0.0
+    waited: float = 0.0  # seconds spent in the source's next() while it was open
     stored: Any = None  # the transport's: when every chunk of it is stored
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,6 +203,7 @@ class OutEdge:
         "index",
         "limit",
         "outlets",
+        "partitioned",
         "parts",
         "plan",
         "positions",
@@ -210,6 +216,7 @@ class OutEdge:
         self.child = plan.child
         self.spec = plan.child_spec
         self.outlets = outlets
+        self.partitioned = plan.routing == "partitioned"
         n = len(outlets)
         self.buffers: list[list[Envelope]] = [[] for _ in range(n)]
         self.positions: list[list[int]] = [[] for _ in range(n)]
@@ -512,12 +519,16 @@ class Worker:
         payload: Any,
         emitted_ns: int,
         position: int = 0,
-    ) -> None:
+        size: int = -1,
+    ) -> int:
+        """Route one output to every edge's buffer; its estimated size in bytes."""
         env = (trace_id, ts, meta, payload, emitted_ns)
-        size = estimate(payload)
+        if size < 0:
+            size = estimate(payload)
         self.tally.outputs += 1
+        cfg = self.cfg
         for edge in self.edges:
-            if edge.plan.routing == "partitioned":
+            if edge.partitioned:
                 try:
                     idx = owner_of(
                         edge.spec,
@@ -544,9 +555,10 @@ class Worker:
             buf = edge.buffers[idx]
             buf.append(env)
             edge.positions[idx].append(position)
-            edge.sizes[idx] += size
-            if edge.sizes[idx] >= self.cfg.batch_bytes or len(buf) >= self.cfg.batch_max:
+            bytes_ = edge.sizes[idx] = edge.sizes[idx] + size
+            if bytes_ >= cfg.batch_bytes or len(buf) >= cfg.batch_max:
                 self.write_chunk(edge, idx)
+        return size
 
     def write_chunk(self, edge: OutEdge, idx: int) -> None:
         envs = edge.buffers[idx]
@@ -584,6 +596,13 @@ class Worker:
     def flush_all(self) -> None:
         for edge in self.edges:
             self.flush_edge(edge)
+
+    def cut_step(self) -> int:
+        """The step at which some edge may start a new chunk (the limits' gcd)."""
+        step = 0
+        for edge in self.edges:
+            step = math.gcd(step, edge.limit)
+        return step or 1 << 62
 
     def cut(self, position: int) -> None:
         """Position ``position`` starts a new chunk on every edge whose limit divides it."""
@@ -654,6 +673,8 @@ class Worker:
             )
         self.segment: ProducerSegment | None = None
         nones = 0
+        emit = self.emit
+        cut_at = 1 << 62
         while True:
             if ctl[abort_index]:
                 raise Aborted
@@ -686,30 +707,34 @@ class Worker:
             nones = 0
             if seg is None:
                 seg = self.open_segment(position, planned.popleft() if planned else None, t1)
+                cut_at = self.cut_step()
+            emitted = wall()
             ts = ctx.event_ts_ms
             if ts is None:
-                ts = time.time() * 1000.0
+                ts = emitted / 1e6
             offset = position - seg.start
-            if offset:
-                for edge in self.edges:
-                    if offset % edge.limit == 0:
-                        self.flush_edge(edge)
-                        edge.chunk = offset // edge.limit
-                        edge.parts = [0] * len(edge.outlets)
-            self.emit(trace_id, ts, ctx._out_metadata(), item, wall(), position)
+            if offset and offset % cut_at == 0:
+                self.cut(offset)
+            keys = ctx._keys
+            seg.size += emit(
+                trace_id, ts, None if keys is None else ctx._out_metadata(), item, emitted, position
+            )
             position += 1
             seg.count += 1
-            seg.size += estimate(item)
             if seg.end is not None:
                 if position >= seg.end:  # a segment of the last life, cut again exactly
                     self.close_segment(position)
-            elif (
-                seg.count >= batch_max
-                or seg.size >= batch_bytes
-                or t1 - t0 > linger
-                or t1 - seg.opened > linger
-            ):
-                self.close_segment(position)
+            else:
+                # linger counts the time the source made us wait: a fast source fills
+                # whole segments; one that blocks has what it gave written after linger_s
+                seg.waited += t1 - t0
+                if (
+                    seg.count >= batch_max
+                    or seg.size >= batch_bytes
+                    or seg.waited > linger
+                    or t1 - seg.opened > _SEGMENT_AGE_S
+                ):
+                    self.close_segment(position)
         seg = self.segment
         stopped = bool(ctl[stop_index])
         if not stopped and (
@@ -805,7 +830,7 @@ class Worker:
             self.begin_origin(None if realtime else batch.origin, batch, limits)
             tally = self.tally
             tally.received = n
-            cut_at = min(limits) if self.edges else 1 << 62
+            cut_at = self.cut_step()
             t0 = clock()
             position = 0
             for trace_id, ts, meta, payload, emitted_ns in envs:

@@ -139,6 +139,21 @@ class _Enumerate(TiePolicy):
 
     def choose(self, tied: list[int], classes: Mapping[int, list[str]]) -> tuple[int, int]:
         options = [(sid, m) for sid in sorted(tied) for m in range(len(classes[sid]))]
+        return self._take(options)
+
+    def pick(
+        self, engine: Any, kind: int, tied: list[int], classes: Mapping[int, list[str]]
+    ) -> Any:
+        """Every tied node, and for a DRA pod every state the allocator can leave it in."""
+        options = [
+            (sid, m, target)
+            for sid in sorted(tied)
+            for m in range(len(classes[sid]))
+            for target in engine.successors(kind, sid)
+        ]
+        return self._take(options)
+
+    def _take(self, options: list[Any]) -> Any:
         if len(options) == 1:
             return options[0]
         k = len(self.taken)
@@ -155,7 +170,8 @@ def every_outcome(
     facts: SchedulingFacts | None = None,
     limit: int = 5_000,
 ) -> list[Simulation]:
-    """Every node-level tie-break outcome of the model (depth first), up to ``limit`` runs."""
+    """Every node-level tie-break outcome of the model (depth first), up to ``limit`` runs; for
+    DRA pods also every device-slice order the allocator can take."""
     out: list[Simulation] = []
     stack: list[list[int]] = [[]]
     while stack and len(out) < limit:

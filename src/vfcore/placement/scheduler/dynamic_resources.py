@@ -27,6 +27,7 @@ one GPU's slots 4–6, say) lands every claim: the prediction is ``at-risk``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -36,6 +37,8 @@ from vfcore.placement.dra.allocator import FAILED_ERROR, AllocationModel
 from vfcore.placement.dra.inventory import DraInventory
 
 __all__ = ["CANNOT_ALLOCATE", "DynamicResources"]
+
+_GPU_NUMBER = re.compile(r"^gpu-\d+-(?=mig-)")
 
 #: kube-scheduler's reason for a node where the allocator finds no devices.
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -71,6 +74,27 @@ class DynamicResources:
     def errs(self, claim: tuple[int, int], state: int) -> bool:
         """Whether a selector errs where the allocator looks (the attempt fails)."""
         return self.model.outcomes(claim[0], claim[1], state) == FAILED_ERROR
+
+    def layout(self, node: str, state: int) -> tuple[tuple[str, ...], ...]:
+        """The devices taken by the run in each of ``node``'s blocks (state ``state``), blocks
+        with none left out, sorted; a DynamicMIG GPU's devices without its number
+        (``mig-3g40gb-9-4``: which GPU is the slice order's tie)."""
+        blocks = self.inventory.blocks.get(node, ())
+        names = {b.type_id: b.devices for b in reversed(blocks)}
+        out = []
+        for tid, taken in self.model.states[state]:
+            if taken:
+                devices = names.get(tid, ())
+                out.append(
+                    tuple(
+                        sorted(
+                            _GPU_NUMBER.sub("", devices[d]) if d < len(devices) else f"#{d}"
+                            for d in range(self.inventory.types[tid].size)
+                            if taken >> d & 1
+                        )
+                    )
+                )
+        return tuple(sorted(out))
 
     def notes(self) -> tuple[str, ...]:
         """What the filter could not model or decide, for the prediction's notes."""

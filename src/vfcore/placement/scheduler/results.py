@@ -67,7 +67,10 @@ class Simulation:
     reason is judged against the cluster at the end of the run (what
     ``kubectl describe`` shows after the last retry: capacity only shrinks, so
     a stranded pod never fits later). Nodes of unknown occupancy were
-    simulated as ``unknown_as`` (empty or full).
+    simulated as ``unknown_as`` (empty or full). ``dra_layouts`` (DRA pods) says,
+    per node, which devices the allocator took in each block (a GPU's slice with
+    DynamicMIG: ``mig-3g40gb-9-0`` with the GPU's number left out, since which
+    GPU it was is the slice order's tie), blocks sorted.
     """
 
     order: tuple[str, ...]
@@ -79,6 +82,7 @@ class Simulation:
     unknown_nodes: tuple[str, ...] = ()
     unknown_as: Literal["empty", "full"] = "empty"
     preemptions: tuple[Preemption, ...] = ()
+    dra_layouts: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
 
     @property
     def lands(self) -> bool:
@@ -105,6 +109,11 @@ class Simulation:
             "unknown_nodes": list(self.unknown_nodes),
             "unknown_as": self.unknown_as,
             "preemptions": [p.to_dict() for p in self.preemptions],
+            **(
+                {"dra_layouts": {n: [list(b) for b in blocks] for n, blocks in self.dra_layouts}}
+                if self.dra_layouts
+                else {}
+            ),
         }
 
 

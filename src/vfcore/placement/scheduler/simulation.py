@@ -254,6 +254,14 @@ def finish_run(
         if template is None:
             template = lines[kind] = engine.reasons_line(kind, replace(pod, pod=sentinel), classes)
         out.append(StrandedPod(pod.pod, template.replace(sentinel, pod.pod)))
+    layouts: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
+    if engine.dra is not None:
+        for sid, members in classes.items():
+            state = engine.states[sid][1][engine.dra_slot]
+            for name in members:
+                layout = engine.dra.layout(name, state)
+                if layout:
+                    layouts.append((name, layout))
     return Simulation(
         order=tuple(p.pod for p in engine.pods),
         placements=tuple(placements),
@@ -264,6 +272,7 @@ def finish_run(
         unknown_nodes=engine.unknown_nodes,
         unknown_as=engine.unknown_as,
         preemptions=tuple(preemptions),
+        dra_layouts=tuple(sorted(layouts)),
     )
 
 

@@ -395,6 +395,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
             shown = [f"{p}@card{cards[p]}" if p in cards else p for p in pods]
             out.write(f"  {node}: {', '.join(shown)}\n")
     _print_shared_pools(doc.get("shared_pools") or [], out)
+    _print_dra(doc.get("dra"), out)
     if doc["unplaced"]:
         out.write("\nunplaced\n")
         for item in doc["unplaced"][:TEXT_LIST_LIMIT]:
@@ -461,6 +462,20 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         if remedy:
             out.write(f"  remedy: {remedy.get('description', remedy)}\n")
             out.write(f"  with the remedy: {sched.get('verdict_with_remedy')}\n")
+
+
+def _print_dra(dra: dict[str, Any] | None, out: TextIO) -> None:
+    """``--gpu-mode dra``: the devices the plan gives each pod (driver/pool/device)."""
+    if not dra or not dra.get("devices"):
+        return
+    out.write("\nDRA devices (the plan's; kube-scheduler's allocator picks its own)\n")
+    for pod, devices in sorted(dra["devices"].items())[:TEXT_LIST_LIMIT]:
+        out.write(f"  {pod}: {', '.join(devices)}\n")
+    hidden = len(dra["devices"]) - TEXT_LIST_LIMIT
+    if hidden > 0:
+        out.write(f"  … and {hidden:,} more; --json lists every one\n")
+    for note in dra.get("notes") or []:
+        out.write(f"  note: {note}\n")
 
 
 def _print_shared_pools(pools: list[dict[str, Any]], out: TextIO) -> None:

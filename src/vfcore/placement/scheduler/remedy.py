@@ -45,6 +45,8 @@ RemedyKind = Literal["none", "waves", "affinity", "waves+affinity", "pins", "wav
 #: The label a remedy's required node affinity selects on.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
+_DEVICE_ORDER = "in the order of the devices the exact plan gives them"
+
 _VERDICT_RANK: dict[str, int] = {"lands": 0, "at-risk": 1, "unknown": 2, "strands": 3}
 
 _NOT_EXTENDED = frozenset({CPU, MEMORY, PODS, EPHEMERAL_STORAGE})
@@ -117,6 +119,7 @@ class Remedy:
     verdict_after: Verdict
     prediction: SchedulerPrediction
     pins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # workload → CEL selectors (DRA)
+    wave_order: str = "largest claims first"  # or "in the order of the planned devices"
 
     @property
     def affinity_map(self) -> dict[str, tuple[str, ...]]:
@@ -161,7 +164,7 @@ class Remedy:
                 for i, w in enumerate(self.waves, 1)
             )
             parts.append(
-                f"Apply it in {len(self.waves)} waves, largest claims first, "
+                f"Apply it in {len(self.waves)} waves, {self.wave_order}, "
                 f"waiting until each wave is bound: {shown}."
             )
         if "affinity" in self.kind:
@@ -191,6 +194,7 @@ class Remedy:
             "waves": [list(w) for w in self.waves],
             "affinity": {w: list(hosts) for w, hosts in self.affinity},
             "pins": {w: list(sel) for w, sel in self.pins},
+            "wave_order": self.wave_order,
             "verdict_before": self.verdict_before,
             "verdict_after": self.verdict_after,
             "description": self.describe(),
@@ -354,6 +358,7 @@ def remedy(
         verdict_after=after.verdict,
         prediction=after,
         pins=tuple(sorted(pins.items())) if "pins" in kind else (),
+        wave_order=_DEVICE_ORDER if chosen_waves is planned else "largest claims first",
     )
 
 

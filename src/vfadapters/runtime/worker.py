@@ -80,6 +80,8 @@ _SKIP = object()
 #: between calls: 0.1 ms, doubling up to _NONE_PAUSE_MAX_S, until it emits again.
 _NONES_BEFORE_PAUSE = 8
 _NONE_PAUSE_MAX_S = 0.05
+#: a producer's segment may hold this many chunks' worth of bytes (large items)
+_SEGMENT_CHUNKS = 8
 #: a segment is written after this long whatever its source does (linger counts only
 #: the source's time; this bounds the node's own)
 _SEGMENT_AGE_S = 0.05
@@ -640,7 +642,9 @@ class Worker:
         prefix = f"{self.cfg.node}:"
         linger = self.cfg.linger_s
         batch_max = self.cfg.batch_max
-        batch_bytes = self.cfg.batch_bytes
+        # a segment holds up to _SEGMENT_CHUNKS chunks' worth of bytes (each chunk stays
+        # within batch_bytes): what a segment costs to record is paid once for them all
+        segment_bytes = self.cfg.batch_bytes * _SEGMENT_CHUNKS
         clock = time.monotonic
         wall = self.t.latency_clock
         sleep = time.sleep
@@ -730,7 +734,7 @@ class Worker:
                 seg.waited += t1 - t0
                 if (
                     seg.count >= batch_max
-                    or seg.size >= batch_bytes
+                    or seg.size >= segment_bytes
                     or seg.waited > linger
                     or t1 - seg.opened > _SEGMENT_AGE_S
                 ):

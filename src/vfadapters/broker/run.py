@@ -127,6 +127,7 @@ class Ledger:
         "groups",
         "join_dropped",
         "duplicates",
+        "rejected",
     )
 
     def __init__(self) -> None:
@@ -335,6 +336,17 @@ class BrokerRun:
                 f"run {self.run_id} was taken by another coordinator while resuming",
                 "wait for it to end",
             ) from None
+        # the run goes on: a stop asked of its last life, and the done keys its nodes
+        # wrote when they stopped, no longer hold (what was produced stays)
+        from nats.js.errors import NoKeysError
+
+        try:
+            keys = await kv.keys()
+        except NoKeysError:
+            keys = []
+        for key in keys:
+            if key == control.stop_key or key.startswith("done."):
+                await kv.delete(key)
 
     def owner_doc(self) -> dict[str, Any]:
         return {
@@ -777,6 +789,14 @@ class BrokerRun:
                 supervisor.start_replica(state.replicas[node.slots[r]])
 
     def teardown(self) -> None:
+        if self.claimed and self.bopts.keep_streams and self.kv is not None:
+            # the run is over: its key says so (no heartbeat), so that it can be
+            # resumed or removed at once
+            doc = {**self.owner_doc(), "beat": 0, "ended": time.time()}
+            with contextlib.suppress(Exception):
+                self.bridge.run(
+                    self.kv.put(self.topo.control.run_key, json.dumps(doc).encode()), timeout_s=10
+                )
         sub = getattr(self, "ledger_sub", None)
         if sub is not None:
             with contextlib.suppress(Exception):

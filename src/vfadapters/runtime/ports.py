@@ -65,6 +65,7 @@ class Tally:
     groups: int = 0
     join_dropped: int = 0
     duplicates: int = 0
+    rejected: int = 0
     emitted: dict[str, int] = field(default_factory=dict)
     unroutable: dict[str, int] = field(default_factory=dict)
 
@@ -80,6 +81,7 @@ class Tally:
             "groups",
             "join_dropped",
             "duplicates",
+            "rejected",
         ):
             value = getattr(self, name)
             if value:

@@ -897,8 +897,10 @@ class Worker:
             type(exc).__name__,
             exc,
         )
-        self.tally.received = batch.count
-        self.tally.dead_letters = batch.count
+        # not written by the parent (a record no writer of this run makes): not counted as
+        # received on the edge; one letter for the record
+        self.tally.rejected = 1
+        self.tally.dead_letters = 1
         inp.settle([batch], self.tally)
 
     # -- joins ----------------------------------------------------------------------------

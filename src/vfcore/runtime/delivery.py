@@ -177,7 +177,9 @@ class NodeTally:
     after retries, or could not be decoded; ``grouped``: join halves that went
     into a group; ``join_dropped``: halves a join policy dropped without a
     letter; ``duplicates``: redelivered join halves whose group had already
-    been emitted; ``emitted``: items written to each child; ``unroutable``:
+    been emitted; ``rejected``: records on an input edge that no writer of the
+    run made (they cannot be decoded: each is one dead letter, and is not counted
+    as received); ``emitted``: items written to each child; ``unroutable``:
     items that could not be routed to a partitioned child (dead-lettered).
     """
 
@@ -192,6 +194,7 @@ class NodeTally:
     groups: int = 0
     join_dropped: int = 0
     duplicates: int = 0
+    rejected: int = 0
     emitted: Mapping[str, int] = field(default_factory=dict)
     unroutable: Mapping[str, int] = field(default_factory=dict)
 
@@ -208,6 +211,7 @@ class NodeTally:
             "groups": self.groups,
             "join_dropped": self.join_dropped,
             "duplicates": self.duplicates,
+            "rejected": self.rejected,
             "emitted": dict(sorted(self.emitted.items())),
             "unroutable": dict(sorted(self.unroutable.items())),
         }
@@ -356,6 +360,7 @@ def _node_problems(
                 )
             )
     received = sum(int(v) for v in t.received.values())
+    letters = t.dead_letters - t.rejected  # those about items this node received
     if kind == "producer":
         if t.produced != t.outputs:
             out.append(
@@ -378,21 +383,21 @@ def _node_problems(
                     _HINT_NODE,
                 )
             )
-        elif halves_lettered + groups_lettered != t.dead_letters:
+        elif halves_lettered + groups_lettered != letters:
             out.append(
                 _problem(
                     name,
                     f"join {name}: {halves_lettered} half(s) and {groups_lettered} group(s) "
-                    f"unaccounted for, but {t.dead_letters} dead letter(s)",
+                    f"unaccounted for, but {letters} dead letter(s)",
                     _HINT_NODE,
                 )
             )
-    elif received != t.outputs + t.filtered + t.dead_letters:
+    elif received != t.outputs + t.filtered + letters:
         out.append(
             _problem(
                 name,
                 f"node {name}: {received} received but {t.outputs} output(s), {t.filtered} "
-                f"filtered, {t.dead_letters} dead letter(s)",
+                f"filtered, {letters} dead letter(s)",
                 _HINT_NODE,
             )
         )

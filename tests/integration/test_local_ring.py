@@ -25,8 +25,8 @@ from hypothesis.stateful import (
 )
 
 from vfadapters.local import ring as ring_module
-from vfadapters.runtime.codec import decode, encode
 from vfadapters.local.ring import Claim, Full, Ring, RingHandle
+from vfadapters.runtime.codec import decode, encode
 
 _ctx = mp.get_context("spawn")
 

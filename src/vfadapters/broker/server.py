@@ -9,18 +9,26 @@ looks there first. ``VF_NATS_SERVER`` overrides the search (a path to a binary);
 :class:`NatsServer` starts ``nats-server -js`` on free loopback ports with a
 temporary store directory, waits (bounded) until it accepts connections and stops
 it (SIGTERM, then SIGKILL after a timeout) so no server outlives the test session.
+With ``die_with_parent`` (``--broker embedded``) the kernel also kills it when the
+process that started it dies, even by ``kill -9`` (``PR_SET_PDEATHSIG``, Linux), and
+:func:`sweep_stores` removes the store directories such owners left behind.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 BINARY = "nats-server"
@@ -66,6 +74,78 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+STORE_PREFIX = "vf-nats-"
+
+
+def store_prefix(pid: int | None = None) -> str:
+    """The name prefix of an embedded server's store directory: it names its owner's pid."""
+    return f"{STORE_PREFIX}{os.getpid() if pid is None else pid}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def sweep_stores(root: str | None = None) -> list[Path]:
+    """Remove the store directories of embedded servers whose owner is gone.
+
+    Only directories named ``vf-nats-<pid>-…`` under ``root`` (the temporary
+    directory by default), owned by this user, not symbolic links, whose ``<pid>``
+    no longer runs. A live owner's store is never touched (its server dies with
+    it, so a dead owner's server is gone too). Returns what was removed.
+    """
+    base = Path(root or tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    uid = os.getuid()
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(STORE_PREFIX):
+            continue
+        pid_text = name[len(STORE_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) <= 0:
+            continue
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or _alive(int(pid_text)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        if not entry.exists():
+            removed.append(entry)
+    return removed
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that asks for SIGKILL when ``parent`` dies (Linux; else nothing).
+
+    libc is loaded here, in the parent: the child only calls into it.
+    """
+    if not sys.platform.startswith("linux"):
+        return lambda: None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+
+    def preexec() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
 class NatsServer:
     """One ``nats-server -js`` process on loopback; ``start()`` / ``stop()`` or a ``with`` block.
 
@@ -80,8 +160,10 @@ class NatsServer:
         *,
         start_timeout_s: float = 10.0,
         max_payload: int | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         self.binary = binary
+        self.die_with_parent = die_with_parent
         self.max_payload = max_payload  # None: the server's default (1 MiB)
         self.store_dir = store_dir
         self.start_timeout_s = start_timeout_s
@@ -133,6 +215,7 @@ class NatsServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=_die_with(os.getpid()) if self.die_with_parent else None,
             )
         deadline = time.monotonic() + self.start_timeout_s
         last_error = "not tried"

@@ -43,13 +43,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vfadapters.broker.client import Bridge, api_request, ensure_topology
+from vfadapters.broker.client import Bridge, api_request, ensure_topology, jetstream_required
 from vfadapters.broker.record import header, pack
 from vfadapters.runtime.codec import decode
 from vfadapters.runtime.config import CTL, SLOT, NodeConfig, slot_base
 from vfadapters.runtime.letters import DeadLetter
 from vfadapters.runtime.ports import Envelope, OutputKey, Tally
 from vfadapters.runtime.worker import Aborted, ProducerSegment, ResumePlan
+from vfcore import InvalidInputError
 from vfcore.runtime import BrokerTopology, TopologyConsumer, TopologyOptions
 from vfcore.runtime.delivery import (
     GroupOrigin,
@@ -442,6 +443,7 @@ class BrokerTransport:
         handler: Callable[[str], logging.Handler] | None = None,
     ) -> None:
         self.handler = handler
+        self.attach_error: InvalidInputError | None = None
         self.plan = plan
         self.cfg = plan.node
         self.topo = topo
@@ -485,6 +487,15 @@ class BrokerTransport:
     # -- the WorkerTransport protocol ----------------------------------------------------
 
     def attach(self, cfg: NodeConfig) -> None:
+        """Connect, make or find the run's objects; a named refusal (``no-jetstream``,
+        an unreachable server) is kept in :attr:`attach_error` for ``vf worker``."""
+        try:
+            self._attach(cfg)
+        except InvalidInputError as exc:
+            self.attach_error = exc
+            raise
+
+    def _attach(self, cfg: NodeConfig) -> None:
         plan, topo = self.plan, self.topo
         deadline = time.monotonic() + plan.connect_wait_s
         while True:
@@ -501,10 +512,11 @@ class BrokerTransport:
         self.max_payload = int(
             getattr(nc, "max_payload", DEFAULT_MAX_PAYLOAD) or DEFAULT_MAX_PAYLOAD
         )
-        if plan.create_topology:
-            self.bridge.run(ensure_topology(nc, topo), timeout_s=60)
-        self.kv = self.bridge.run(self.bridge.js.key_value(topo.control.bucket), timeout_s=10)
-        self.bridge.run(self.retrying(self.note_server), timeout_s=60)
+        with jetstream_required(plan.url, "the run's streams cannot be read"):
+            if plan.create_topology:
+                self.bridge.run(ensure_topology(nc, topo), timeout_s=60)
+            self.kv = self.bridge.run(self.bridge.js.key_value(topo.control.bucket), timeout_s=10)
+            self.bridge.run(self.retrying(self.note_server), timeout_s=60)
         self.bridge.on_reconnect = self.note_server
         self.splits: Any = None
         self.stats_task = self.bridge.submit(self.stats_loop())

@@ -146,6 +146,8 @@ def _print_events(name: str) -> Callable[[tuple[Any, ...]], None]:
             # the node's own code gets its traceback; the transport's failures
             # (connecting, finishing) say what failed and why, without one
             own = phase not in ("connect", "finish")
+            if phase == "connect" and error.startswith(("BrokerError:", "InvalidInputError:")):
+                return  # a named refusal: run_worker raises it, the CLI prints it once
             sys.stderr.write(f"[{name}] failed in {phase}(): {error}\n" + (tb if own else ""))
         elif kind == "log":
             sys.stderr.write(event[2] + "\n")
@@ -205,7 +207,10 @@ def run_worker(spec: FlowSpec, node_obj: Any, node: str, opts: WorkerOptions) ->
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
-    return _run(cfg, transport)
+    code = _run(cfg, transport)
+    if transport.attach_error is not None:
+        raise transport.attach_error  # a named refusal: the CLI prints it (exit 2)
+    return code
 
 
 def _run(cfg: NodeConfig, transport: BrokerTransport) -> int:

@@ -167,18 +167,73 @@ _last_command: str | None = None
 def run() -> None:
     """Console-script entry point.
 
-    Every command but ``vf run`` ends the process as soon as it has answered
-    (stdout and stderr flushed, then ``os._exit``): a flow file that started a
-    non-daemon thread, or registered an ``atexit`` hook that blocks, would
-    otherwise keep ``vf explain`` from ever exiting. ``vf run`` exits the
-    usual way, so that its workers and shared memory are cleaned up.
+    Every command ends the process as soon as it has answered (stdout and stderr
+    flushed, then ``os._exit``): a flow file that started a non-daemon thread, or
+    registered an ``atexit`` hook that blocks, would otherwise keep ``vf`` from
+    ever exiting. ``vf run`` has cleaned up its workers, shared memory and
+    embedded server itself by then; it also runs multiprocessing's exit hook
+    (children still alive are reaped) and logging's, and names on stderr the
+    threads the flow left running.
     """
-    code = main()
-    if _last_command == "run":
-        raise SystemExit(code)
     import contextlib
 
+    _signals_to_keyboard_interrupt()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # while the arguments were parsed (commands are imported)
+        sys.stderr.write("interrupted\n")
+        code = EXIT_STOPPED
+    if _last_command == "run":
+        left = _threads_left()
+        if left:
+            names = ", ".join(sorted(t.name for t in left)[:5])
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(
+                    f"warning: flow-threads-left: {len(left)} non-daemon thread(s) the "
+                    f"flow started are still running ({names}); vf run exits without "
+                    "waiting for them (start them with daemon=True, or stop them in the "
+                    "node's close())\n"
+                )
+        _exit_hooks()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
             stream.flush()
     os._exit(code)
+
+
+def _exit_hooks() -> None:
+    """The exit hooks ``vf run`` needs, without the flow's own (which may block)."""
+    import logging
+
+    mp_util = sys.modules.get("multiprocessing.util")
+    exit_function = getattr(mp_util, "_exit_function", None)
+    if exit_function is not None:
+        exit_function()  # reaps the children still alive, stops the fork server
+    logging.shutdown()
+
+
+def _signals_to_keyboard_interrupt() -> None:
+    """From here on SIGINT and SIGTERM raise KeyboardInterrupt (each command handles it).
+
+    Replaces the quiet early exit of :mod:`vfadapters.entry`; a signal the parent
+    set to be ignored stays ignored.
+    """
+    import signal
+    import threading
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, stop)):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+
+
+def _threads_left() -> list[Any]:
+    """The non-daemon threads besides this one still running (the interpreter would wait)."""
+    import threading
+
+    me = threading.current_thread()
+    return [t for t in threading.enumerate() if t is not me and not t.daemon and t.is_alive()]

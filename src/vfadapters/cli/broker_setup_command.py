@@ -45,10 +45,12 @@ def register(sub: Any) -> None:
 
 
 def _cmd_broker_setup(args: argparse.Namespace) -> int:
-    from nats.errors import NoRespondersError
-    from nats.js.errors import ServiceUnavailableError
-
-    from vfadapters.broker.client import Bridge, BrokerError, check_broker_url, ensure_topology
+    from vfadapters.broker.client import (
+        Bridge,
+        check_broker_url,
+        ensure_topology,
+        jetstream_required,
+    )
     from vfadapters.cli.inputs import HOUR, check_seconds
     from vfadapters.cli.worker_command import topology_options
     from vfadapters.loading import load_runnable
@@ -72,14 +74,8 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
                 raise
             time.sleep(1.0)
     try:
-        bridge.run(ensure_topology(bridge.nc, topo), timeout_s=60)
-    except (NoRespondersError, ServiceUnavailableError):
-        raise BrokerError(
-            "no-jetstream",
-            f"{args.broker} answers, but no JetStream answers its API ($JS.API.*): the "
-            "server runs without JetStream, so the run's streams cannot be created",
-            "start nats-server with -js (JetStream), or point --broker at one that has it",
-        ) from None
+        with jetstream_required(args.broker, "the run's streams cannot be created"):
+            bridge.run(ensure_topology(bridge.nc, topo), timeout_s=60)
     finally:
         bridge.close()
     doc = topo.to_dict()

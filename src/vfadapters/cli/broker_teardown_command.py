@@ -54,7 +54,12 @@ def register(sub: Any) -> None:
 
 
 def _cmd_broker_teardown(args: argparse.Namespace) -> int:
-    from vfadapters.broker.client import Bridge, check_broker_url, delete_topology
+    from vfadapters.broker.client import (
+        Bridge,
+        check_broker_url,
+        delete_topology,
+        jetstream_required,
+    )
     from vfadapters.broker.run import STALE_OWNER_S
     from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
@@ -67,7 +72,8 @@ def _cmd_broker_teardown(args: argparse.Namespace) -> int:
     bridge = Bridge()
     try:
         bridge.connect(args.broker, name=f"vf broker-teardown run {run_id}")
-        owner = bridge.run(_owner(bridge, topo), timeout_s=30)
+        with jetstream_required(args.broker, "it holds no run's streams"):
+            owner = bridge.run(_owner(bridge, topo), timeout_s=30)
         if owner and not args.force:
             beat = float(owner.get("beat") or 0)
             if time.time() - beat < STALE_OWNER_S:

@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
 
 
 def _cmd_dead_letters(args: argparse.Namespace) -> int:
-    from vfadapters.broker.client import Bridge, check_broker_url
+    from vfadapters.broker.client import Bridge, check_broker_url, jetstream_required
     from vfadapters.broker.dead_letters import read_letters, replay_letters
     from vfadapters.cli.inputs import check_count
     from vfadapters.loading import load_runnable
@@ -53,13 +53,14 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
     bridge = Bridge()
     try:
         bridge.connect(args.broker, name=f"vf dead-letters {spec.name} {run_id}")
-        letters = bridge.run(read_letters(bridge.nc, topo, limit=args.limit), timeout_s=120)
         replayed: int = 0
         skipped: list[Any] = []
-        if args.replay:
-            replayed, skipped = bridge.run(
-                replay_letters(bridge.nc, spec, topo, letters), timeout_s=300
-            )
+        with jetstream_required(args.broker, "it holds no run's dead letters"):
+            letters = bridge.run(read_letters(bridge.nc, topo, limit=args.limit), timeout_s=120)
+            if args.replay:
+                replayed, skipped = bridge.run(
+                    replay_letters(bridge.nc, spec, topo, letters), timeout_s=300
+                )
     finally:
         bridge.close()
     stream = topo.dead_letters.config.name

@@ -241,13 +241,24 @@ def _finish(summary: Any, args: argparse.Namespace) -> int:
         print_summary(doc, sys.stdout)
     if summary.status == "failed":
         sys.stderr.write(
-            f"error: run-failed\n  {summary.error}\n"
-            "  hint: fix the node named above (its traceback is printed above), then run again\n"
+            f"error: run-failed\n  {summary.error}\n  hint: {_failure_hint(summary.error)}\n"
         )
         return EXIT_RUNTIME
     if summary.status == "stopped":
         return EXIT_STOPPED
     return EXIT_OK
+
+
+def _failure_hint(error: str | None) -> str:
+    text = error or ""
+    if "could not store a dead letter" in text:
+        return (
+            "make room where the dead letters go (or give --dead-letters another file) and "
+            "run again: the item was not settled, so none is lost"
+        )
+    if text.startswith("books-unbalanced"):
+        return "keep the run document (--json) and report it: the counters do not add up"
+    return "fix the node named above (its traceback is printed above), then run again"
 
 
 def print_summary(doc: dict[str, Any], out: TextIO) -> None:

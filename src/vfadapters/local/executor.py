@@ -16,7 +16,6 @@ close), how stop and abort are asked.
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing as mp
 import os
 import secrets
@@ -41,6 +40,7 @@ from vfadapters.local.transport import (
     LocalPlan,
     control_size,
     private_log,
+    read_letter_lines,
     worker_main,
 )
 from vfadapters.runtime.autoscaling import Autoscaler
@@ -126,23 +126,17 @@ class RingView:
         return self.ring.unsettled()
 
 
-def count_letters(path: str, run: str) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-    """This run's dead letters in ``path``, each id once: per node, those given up on
-    (raised, undecodable, join halves) and, per node and child, the unroutable ones."""
+def count_letters(
+    path: str, run: str, offset: int = 0
+) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """This run's dead letters in ``path`` after byte ``offset`` (the file's size when
+    the run began), each id once: per node, those given up on (raised,
+    undecodable, join halves) and, per node and child, the unroutable ones."""
     seen: set[str] = set()
     given_up: dict[str, int] = {}
     unroutable: dict[str, dict[str, int]] = {}
-    try:
-        with open(path, "rb") as f:
-            lines = f.read().splitlines()
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        return given_up, unroutable
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("run") != run:
+    for _, entry in read_letter_lines(path, offset):
+        if entry is None or entry.get("run") != run:
             continue
         ident = str(entry.get("id") or "")
         if not ident or ident in seen:
@@ -241,6 +235,10 @@ class LocalRun:
         self.dead_letter_path = check_dead_letter_path(
             opts.dead_letter_path or default_dead_letter_name(spec.name, self.token)
         )
+        try:  # the run's letters come after what the file held when it began
+            self.dead_letter_offset = os.stat(self.dead_letter_path).st_size
+        except FileNotFoundError:
+            self.dead_letter_offset = 0
         self.check_devices()
 
     def gpu_inventory(self) -> tuple[GpuDevice, ...]:
@@ -406,6 +404,7 @@ class LocalRun:
             doorbell=self.doorbells[spec.name][pod.owner],
             journal=None if journal is None else journal.name,
             dead_letter_path=self.dead_letter_path,
+            dead_letter_offset=self.dead_letter_offset,
             coordinator_pid=os.getpid(),
         )
 
@@ -456,7 +455,11 @@ class LocalRun:
 
     # -- the books ---------------------------------------------------------------------------
 
-    def books(self, letters: tuple[dict[str, int], dict[str, dict[str, int]]]) -> Books:
+    def books(
+        self, letters: tuple[dict[str, int], dict[str, dict[str, int]]], *, drained: bool = True
+    ) -> Books:
+        """The run's books; ``drained``: it ended at the end of its streams (a failed or
+        stopped run may leave items pending: they are counted, not blamed)."""
         assert self.state is not None
         state = self.state
         given_up, unroutable = letters
@@ -488,7 +491,7 @@ class LocalRun:
                 emitted=emitted,
                 unroutable=unroutable.get(spec.name, {}),
             )
-        return check_books(self.spec, tallies, edge_tallies)
+        return check_books(self.spec, tallies, edge_tallies, drained=drained)
 
     # -- the whole run ---------------------------------------------------------------------
 
@@ -524,8 +527,8 @@ class LocalRun:
                 signal.signal(signum, old)
         duration = time.monotonic() - self.state.t0
         progress.watch(time.monotonic(), final=True)
-        letters = count_letters(self.dead_letter_path, self.token)
-        books = self.books(letters)
+        letters = count_letters(self.dead_letter_path, self.token, self.dead_letter_offset)
+        books = self.books(letters, drained=status == "completed")
         error = supervisor.error
         if status == "completed" and not books.balanced:
             status = "failed"

@@ -33,7 +33,7 @@ import pickle
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,7 +43,7 @@ from vfadapters.local.shm import Segment
 from vfadapters.runtime.codec import decode, encode
 from vfadapters.runtime.config import CTL, SLOT, NodeConfig, slot_base
 from vfadapters.runtime.letters import DeadLetter
-from vfadapters.runtime.ports import Envelope, OutputKey, Tally
+from vfadapters.runtime.ports import Envelope, LetterNotWritten, OutputKey, Tally
 from vfadapters.runtime.worker import (
     ProducerSegment,
     ResumePlan,
@@ -110,6 +110,7 @@ class LocalPlan:
     doorbell: Any
     journal: str | None
     dead_letter_path: str
+    dead_letter_offset: int  # the file's size when the run began
     coordinator_pid: int
 
 
@@ -441,31 +442,70 @@ class Journal:
         return batches is None or any(not b.settled for b in batches)
 
 
-class FileLetters:
-    """Dead letters appended to one file as JSON lines; an id this run wrote is not written again."""
+#: Bytes read at a time from a dead-letter file, and the longest line kept whole
+#: (a longer one is no letter of ours: skipped, never held in memory).
+_LETTER_CHUNK = 1 << 20
+_LETTER_LINE_MAX = 64 << 20
 
-    def __init__(self, path: str, run: str) -> None:
+
+def read_letter_lines(path: str, offset: int) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Each complete line of ``path`` from byte ``offset``: the offset just past it
+    and its JSON object (None when it holds none); in bounded memory whatever the
+    file holds.
+
+    A run's letters are appended after the size the file had when the run began,
+    so the run reads from there: a file that grew over many runs (or a large
+    file that was never ours) costs nothing. A torn last line (no newline yet)
+    is left for the next read; a line longer than 64 MiB is skipped unread.
+    """
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (a generator: closed by the with below)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return
+    with f:
+        f.seek(offset)
+        base = offset  # the file offset of data[0]
+        pending = b""
+        skipping = False  # inside a line too long to keep
+        while chunk := f.read(_LETTER_CHUNK):
+            data = pending + chunk
+            start = 0
+            while (nl := data.find(b"\n", start)) >= 0:
+                line, start = data[start:nl], nl + 1
+                entry: dict[str, Any] | None = None
+                if not skipping:
+                    with contextlib.suppress(ValueError):
+                        decoded = json.loads(line)
+                        entry = decoded if isinstance(decoded, dict) else None
+                skipping = False
+                yield base + start, entry
+            base += start
+            pending = data[start:]
+            if len(pending) > _LETTER_LINE_MAX:
+                base += len(pending)
+                pending, skipping = b"", True
+
+
+class FileLetters:
+    """Dead letters appended to one file as JSON lines; an id this run wrote is not written again.
+
+    ``offset``: the file's size when the run began (nothing before it is this
+    run's).
+    """
+
+    def __init__(self, path: str, run: str, offset: int = 0) -> None:
         self.path = path
         self.run = run
         self.fd: int | None = None
         self.ids: set[str] = set()
-        self.scanned = 0
+        self.scanned = offset
 
     def _scan(self) -> None:
         """Read the ids of this run's letters appended since the last scan."""
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.scanned)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if isinstance(entry, dict) and entry.get("run") == self.run and entry.get("id"):
-                    self.ids.add(str(entry["id"]))
-        self.scanned += end
+        for end, entry in read_letter_lines(self.path, self.scanned):
+            if entry is not None and entry.get("run") == self.run and entry.get("id"):
+                self.ids.add(str(entry["id"]))
+            self.scanned = end
 
     def put(self, letter: DeadLetter, envelope: Envelope | None) -> None:
         if letter.id in self.ids:
@@ -474,9 +514,23 @@ class FileLetters:
         if letter.id in self.ids:
             return
         line = (letter.to_json() + "\n").encode()
-        if self.fd is None:
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self.fd, line)  # one write on O_APPEND: lines never interleave
+        try:
+            if self.fd is None:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            size = os.fstat(self.fd).st_size
+            if size and os.pread(self.fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a torn last line (a full disk before): start a new one
+            written = os.write(self.fd, line)  # one write on O_APPEND: lines never interleave
+        except OSError as exc:
+            raise LetterNotWritten(
+                f"could not write the dead letter of trace {letter.trace_id!r} to "
+                f"{self.path}: {exc.strerror or exc}; the item stays unsettled (nothing is lost)"
+            ) from None
+        if written != len(line):
+            raise LetterNotWritten(
+                f"could not write the dead letter of trace {letter.trace_id!r} to {self.path}: "
+                f"{written} of {len(line)} bytes written (is the disk full?)"
+            )
         self.ids.add(letter.id)
 
 
@@ -493,7 +547,7 @@ class LocalTransport:
         self.ppid = os.getppid()
         self.cells = Cells()
         self.journal: Journal | None = None
-        self.letters = FileLetters(plan.dead_letter_path, self.cfg.run_id)
+        self.letters = FileLetters(plan.dead_letter_path, self.cfg.run_id, plan.dead_letter_offset)
         self.holder = plan.slot + 1
         self.outlet_count = sum(len(rings) for rings in plan.outputs)
 

@@ -48,8 +48,10 @@ def check_dead_letter_path(path: str | os.PathLike[str]) -> str:
     The file is never truncated or removed: dead letters are appended to what
     it holds (through a symbolic link, to its target). Refused with an
     :class:`InvalidInputError`: a directory (``dead-letters-is-a-directory``), a
-    folder that does not exist (``dead-letters-folder-missing``), a file or
-    folder this user cannot write (``dead-letters-not-writable``).
+    folder that does not exist (``dead-letters-folder-missing``), something that
+    is not a regular file — a FIFO, a device such as ``/dev/full`` —
+    (``dead-letters-not-a-file``), a file or folder this user cannot write
+    (``dead-letters-not-writable``).
     """
     text = os.fspath(path)
     absolute = os.path.abspath(text)
@@ -68,6 +70,22 @@ def check_dead_letter_path(path: str | os.PathLike[str]) -> str:
             f"create it first (mkdir -p {folder}) or {hint}",
         )
     if os.path.exists(absolute):
+        import stat
+
+        mode = os.stat(absolute).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO (a write would wait for a reader for ever)"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file"
+            )
+            raise InvalidInputError(
+                "dead-letters-not-a-file",
+                f"--dead-letters {text}: {absolute} is {kind}; dead letters are kept in a file",
+                hint,
+            )
         writable = os.access(absolute, os.W_OK)
         what = absolute
     else:

@@ -38,6 +38,7 @@ __all__ = [
     "DeadLetterSink",
     "Envelope",
     "InputPort",
+    "LetterNotWritten",
     "Outlet",
     "OutputKey",
     "Tally",
@@ -180,7 +181,18 @@ class Control(Protocol):
     def active(self) -> bool: ...
 
 
+class LetterNotWritten(Exception):
+    """A dead letter could not be stored (a full disk, a failing server).
+
+    The replica fails, naming it (phase ``dead-letter``); the batch that held the
+    item stays unsettled, so the item is not lost: a later life reads it again.
+    """
+
+
 class DeadLetterSink(Protocol):
-    """Where given-up items go; ``put`` of a letter id already stored stores nothing."""
+    """Where given-up items go; ``put`` of a letter id already stored stores nothing.
+
+    ``put`` raises :class:`LetterNotWritten` when the letter could not be stored.
+    """
 
     def put(self, letter: DeadLetter, envelope: Envelope | None) -> None: ...

@@ -22,6 +22,7 @@ import logging
 import math
 import multiprocessing as mp
 import multiprocessing.connection as mpc
+import os
 import signal
 import threading
 import time
@@ -81,11 +82,23 @@ def install_forkserver(method: str, preload: tuple[str, ...] = ()) -> Any:
     """
     ctx = mp.get_context(method)
     if method == "forkserver":
+        # the guard first: the fork server dies with this process, even by kill -9
+        # (vfadapters/runtime/forkserver_guard.py says why it would not otherwise)
         ctx.set_forkserver_preload(
-            ["__main__", "numpy", "vfcore", "vfadapters.runtime.worker", *preload]
+            [
+                "vfadapters.runtime.forkserver_guard",
+                "__main__",
+                "numpy",
+                "vfcore",
+                "vfadapters.runtime.worker",
+                *preload,
+            ]
         )
         from multiprocessing import forkserver
 
+        from vfadapters.runtime.forkserver_guard import ENV
+
+        os.environ[ENV] = str(os.getpid())
         # started with SIGINT and SIGTERM ignored (an ignored signal stays ignored
         # across exec and fork), so that neither the fork server nor any worker it
         # forks dies of a signal sent to the whole process group (Ctrl-C, `timeout`,
@@ -223,6 +236,7 @@ class Supervisor:
                     "run": "failed:",
                     "close": "close() raised",
                     "resume": "could not resume:",
+                    "dead-letter": "could not store a dead letter:",
                     "connect": "could not connect:",
                     "finish": "could not finish:",
                 }.get(phase, f"failed in {phase}():")
@@ -232,7 +246,8 @@ class Supervisor:
                         " (node classes must be importable by the worker: define them in a "
                         "module or a flow file, not in an interactive session)"
                     )
-                self.fail(error, f"\n{tb.rstrip()}")
+                # a letter that could not be stored is no bug of the node: no traceback
+                self.fail(error, "" if phase == "dead-letter" else f"\n{tb.rstrip()}")
 
     def on_exit(self, rep: Replica) -> None:
         state = self.state

@@ -48,6 +48,7 @@ from vfadapters.runtime.ports import (
     DeadLetterSink,
     Envelope,
     InputPort,
+    LetterNotWritten,
     Outlet,
     OutputKey,
     Tally,
@@ -334,6 +335,10 @@ class Worker:
             return 1
         except ProducerNotResumable as exc:
             self.fail("resume", exc)
+            self.close_node()
+            return 1
+        except LetterNotWritten as exc:
+            self.fail("dead-letter", exc)
             self.close_node()
             return 1
         except Exception as exc:  # a fault of the runtime itself or of the transport

@@ -21,6 +21,7 @@ from tests.integration.test_local_batch import read_lines, write_flow
 from vfadapters.broker.server import NatsServer
 
 VF = Path(sys.executable).parent / "vf"
+NO_CREATE = ["--no-create"]
 
 
 def vf(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -124,3 +125,94 @@ def test_an_unreachable_broker_is_a_clear_error(tmp_path: Path) -> None:
     assert "broker-unreachable" in result.stderr and "Traceback" not in result.stderr
     bad = vf("dead-letters", str(flow), "--broker", "nats://127.0.0.1:9", "--run", "bad id!")
     assert bad.returncode == 2 and "invalid-run-id" in bad.stderr
+
+
+def test_a_truncated_letter_replayed_comes_back_as_a_dead_letter_not_a_crash(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """A letter whose record was cut short (a bad copy, a stranger's message on the
+    dead-letter subject) is replayed like any other; the worker that reads it writes it
+    back as `record-undecodable` and goes on, and the sound letters are processed.
+    On a partitioned edge, where the replay itself must decode it to choose the
+    replica, it is not replayed and says why (issue 23)."""
+    import asyncio
+
+    import nats
+
+    from vfadapters.loading import load_runnable
+    from vfcore.runtime import broker_topology
+
+    out = tmp_path / "out.jsonl"
+    flow = write_flow(
+        tmp_path,
+        f"""
+        class Picky(ProcessorNode):
+            def process(self, x):
+                if x % 10 == 3 and not os.environ.get("PICKY_FIXED"):
+                    raise ValueError(f"no {{x}}")
+                return x
+
+        src = Numbers(40, name="src")
+        sink = Record({str(out)!r}, name="sink")(Picky(name="picky")(src))
+        flow = Flow([sink], flow_type=BATCH)
+        """,
+    )
+    run, url = f"t{uuid.uuid4().hex[:10]}", nats_server.url
+    done = vf("run", str(flow), "--broker", url, "--run", run, "--keep-streams", "--json",
+              "--retries", "0", "--no-progress")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["dead_letters"] == 4
+    topo = broker_topology(load_runnable(str(flow))[1], run)
+
+    async def add_truncated() -> None:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        stream = topo.dead_letters.config.name
+        first = await js.get_msg(stream, seq=1)  # a sound letter: copy its header
+        header = json.loads(first.headers["Vf-Dead-Letter"])
+        header["id"] = "truncated-copy"
+        await js.publish(
+            topo.dead_letters.subject_of("picky"),
+            first.data[: len(first.data) // 2],
+            headers={"Vf-Dead-Letter": json.dumps(header), "Nats-Msg-Id": "truncated-copy"},
+        )
+        await nc.close()
+
+    asyncio.run(add_truncated())
+    replay = vf("dead-letters", str(flow), "--broker", url, "--run", run, "--replay", "--json")
+    assert replay.returncode == 0, replay.stderr
+    assert json.loads(replay.stdout)["replayed"] == 5
+
+    env = {**os.environ, "PICKY_FIXED": "1"}
+    procs = [
+        subprocess.Popen(
+            [
+                str(VF),
+                "worker",
+                str(flow),
+                "--node",
+                node,
+                "--broker",
+                url,
+                "--run",
+                run,
+                *NO_CREATE,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for node in ("picky", "sink")
+    ]
+    errs = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        assert b"Traceback" not in err
+        errs.append(err.decode())
+    assert "an input record from src could not be decoded" in errs[0]  # said, not raised
+    assert sorted(read_lines(out)) == list(range(40))  # the four sound letters, once
+    listed = vf("dead-letters", str(flow), "--broker", url, "--run", run, "--json")
+    letters = json.loads(listed.stdout)["letters"]
+    assert [x["reason"] for x in letters] == ["record-undecodable"], letters
+    assert letters[0]["node"] == "picky"

@@ -107,7 +107,13 @@ async def replay_letters(
             continue
         subject = edge.subjects[0]
         if edge.routing == "partitioned":
-            trace_id, _, meta, _, _ = unpack(letter.data)[0]
+            try:
+                trace_id, _, meta, _, _ = unpack(letter.data)[0]
+            except Exception as exc:  # truncated or foreign: the letter stays where it is
+                skipped.append(
+                    (letter, f"its record cannot be decoded ({type(exc).__name__}: {exc})")
+                )
+                continue
             subject = edge.subjects[
                 owner_of(
                     spec.node(node), trace_id=trace_id, metadata=meta or {}, strategy=edge.strategy

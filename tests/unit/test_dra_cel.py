@@ -129,3 +129,22 @@ def test_references_say_what_a_selector_reads_so_answers_can_be_shared():
     assert sel.references == (("attributes", D, "type"), ("driver", "", ""))
     other = DeviceView(D, {D: {"type": "gpu", "uuid": "GPU-2"}}, {})
     assert sel.key_of(H100) == sel.key_of(other)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        (f"device.attributes['{D}'].productName in ['A100', 'NVIDIA H100 80GB HBM3']", True),
+        (f"device.attributes['{D}'].productName in ['A100', 'B200']", False),
+        (f"device.attributes['{D}'].index in [1, 2, 3]", True),
+        (f"device.attributes['{D}'].index in [3, 'three']", True),
+    ],
+)
+def test_in_a_literal_list_answers_as_element_by_element_equality(expression, expected):
+    # a list of literals of one type is looked up as a set (pins list hundreds of uuids)
+    assert compile_selector(expression).evaluate(H100) is expected
+
+
+def test_in_a_literal_list_of_another_type_is_no_such_overload():
+    got = compile_selector(f"device.attributes['{D}'].index in ['1', '3']").evaluate(H100)
+    assert isinstance(got, CelError) and "no such overload" in got.message

@@ -48,6 +48,7 @@ from vfcore.placement.sharing import SharedPool, shared_pools
 if TYPE_CHECKING:
     from vfcore.flow.authoring import Flow
     from vfcore.flow.spec import FlowSpec
+    from vfcore.placement.dra.inventory import DraInventory
     from vfcore.placement.dra.planning import DraPlan
     from vfcore.placement.mig import MigPlan
     from vfcore.placement.scheduler import SchedulerReport
@@ -430,6 +431,7 @@ def plan_pods(
             version,
             workloads=workloads,
             facts=facts,
+            dra_inventories=(solved.dra.inventory,) if hasattr(solved.dra, "inventory") else (),
         )
     return out
 
@@ -474,6 +476,7 @@ def _with_scheduler(
     *,
     workloads: Mapping[str, Workload] | None = None,
     facts: SchedulingFacts | None = None,
+    dra_inventories: Sequence[DraInventory] = (),
 ) -> Plan:
     from vfcore.placement.scheduler import ScoringConfig, predict_for_plan
 
@@ -487,6 +490,7 @@ def _with_scheduler(
         phase=progress,
         workloads=workloads,
         facts=facts,
+        dra_inventories=dra_inventories,
     )
     if cluster.unreadable_nodes:  # kube-scheduler would score those nodes too: nothing is sure
         names = [u.name for u in cluster.unreadable_nodes]

@@ -56,6 +56,7 @@ from vfcore.errors import InvalidInputError, brief
 from vfcore.quantity import parse_quantity
 
 __all__ = [
+    "MAX_SELECTOR_LENGTH",
     "CelError",
     "DeviceView",
     "Selector",
@@ -68,7 +69,8 @@ _HINT = (
     "write the selector with ==, !=, <, <=, >, >=, in, &&, ||, !, startsWith/endsWith/contains, "
     "compareTo/isGreaterThan/isLessThan on quantity() and semver(); docs/dra.md lists the subset"
 )
-_MAX_EXPRESSION = 10 * 1024  # the API's limit on a selector expression
+#: the API's limit on the length of a selector expression (CELSelectorExpressionMaxLength)
+MAX_SELECTOR_LENGTH = 10 * 1024
 _MAX_DEPTH = 64
 
 
@@ -531,6 +533,38 @@ def _references(node: Node, out: set[tuple[str, str, str]]) -> bool:
     return ok
 
 
+def _literal_kind(value: object) -> type | None:
+    if isinstance(value, bool):
+        return None
+    return type(value) if isinstance(value, (str, int)) else None
+
+
+def _fold(node: Node) -> Node:
+    """``x in [literals of one type]`` as a set (pins list hundreds of uuids), ``quantity()``
+    and ``semver()`` of a literal as their value; the rest as is."""
+    tag = node[0]
+    if tag == "fn" and node[1] in ("quantity", "semver"):
+        text = node[2][0][1]
+        value = _Quantity(parse_quantity(text)) if node[1] == "quantity" else Semver.parse(text)
+        return node if value is None else ("lit", value)
+    if tag == "in" and node[2][0] == "list" and node[2][1]:
+        items = node[2][1]
+        kinds = {_literal_kind(i[1]) if i[0] == "lit" else None for i in items}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        if kind is not None:
+            values = frozenset(i[1] for i in items)
+            return ("inset", _fold(node[1]), values, kind, node[2])
+    out: list[object] = [tag]
+    for child in node[1:]:
+        if isinstance(child, tuple) and child and isinstance(child[0], str):
+            out.append(_fold(child))
+        elif isinstance(child, list):
+            out.append([_fold(i) for i in child])
+        else:
+            out.append(child)
+    return tuple(out)
+
+
 class Selector:
     """A compiled selector: :meth:`evaluate` gives ``True``, ``False`` or a :class:`CelError`.
 
@@ -544,7 +578,7 @@ class Selector:
 
     def __init__(self, expression: str, tree: Node) -> None:
         self.expression = expression
-        self._tree = tree
+        self._tree = _fold(tree)
         found: set[tuple[str, str, str]] = set()
         self.references: tuple[tuple[str, str, str], ...] | None = (
             tuple(sorted(found)) if _references(tree, found) else None
@@ -616,6 +650,13 @@ class Selector:
                     return True
                 return next((f for f in found if isinstance(f, CelError)), False)
             return CelError(f"no such overload: in on {type(haystack).__name__}")
+        if tag == "inset":  # a literal list of one type: a set lookup when the types agree
+            needle = self._eval(node[1], device)
+            if isinstance(needle, CelError):
+                return needle
+            if _literal_kind(needle) is node[3]:
+                return needle in node[2]
+            return self._eval(("in", ("lit", needle), node[4]), device)
         if tag == "list":
             return [self._eval(item, device) for item in node[1]]
         if tag == "fn":
@@ -701,10 +742,10 @@ class _DomainMap:
 
 def compile_selector(expression: str) -> Selector:
     """The compiled selector of ``expression``, or ``dra-cel-unsupported`` / ``dra-cel-invalid``."""
-    if not isinstance(expression, str) or len(expression) > _MAX_EXPRESSION:
+    if not isinstance(expression, str) or len(expression) > MAX_SELECTOR_LENGTH:
         raise InvalidInputError(
             "dra-cel-invalid",
-            f"CEL selector {brief(expression)} is not a string of at most {_MAX_EXPRESSION} characters",
+            f"CEL selector {brief(expression)} is not a string of at most {MAX_SELECTOR_LENGTH} characters",
             "give the selector as text",
         )
     try:

@@ -60,12 +60,16 @@ __all__ = [
     "BlockType",
     "DraInventory",
     "RequestInfo",
+    "SelectorAnswers",
     "device_view",
 ]
 
 #: What a request's selectors say of a device.
 REJECT, ACCEPT, ERROR = 0, 1, 2
 _NO_EXECUTE = ("NoSchedule", "NoExecute")
+#: a request whose answers have missed the cache this often is evaluated without it (what
+#: its selectors read is unique per device, like the uuid of a pin)
+_CACHE_MISSES = 4096
 
 Amount = int | Fraction
 
@@ -138,11 +142,21 @@ class _Pool:
     unreadable: bool = False
 
 
+@dataclass(slots=True)
+class SelectorAnswers:
+    """What selectors answered, by (expression, driver, what the selector reads of the
+    device); inventories of one cluster may share it (``answers=``)."""
+
+    answers: dict[tuple[str, str, object], int] = field(default_factory=dict)
+    misses: dict[str, int] = field(default_factory=dict)
+
+
 class DraInventory:
     """The DRA facts of a cluster compiled for a set of requests, one bracket of the unknowns.
 
     ``unknown_as`` decides devices of unknown use: ``full`` (taken: what "fits" and
-    the scheduler model's pessimistic run assume) or ``empty`` (free).
+    the scheduler model's pessimistic run assume) or ``empty`` (free). ``answers``:
+    selector answers shared with other inventories of the same cluster.
     """
 
     def __init__(
@@ -151,6 +165,7 @@ class DraInventory:
         requests: Iterable[DraRequest],
         *,
         unknown_as: Literal["full", "empty"] = "full",
+        answers: SelectorAnswers | None = None,
     ) -> None:
         self.unknown_as = unknown_as
         self._node_pools: dict[str, list[_Pool]] = {}
@@ -177,7 +192,10 @@ class DraInventory:
         self.unknown_nodes: dict[str, str] = {}
         self.unbounded_nodes: dict[str, str] = {}
         self.notes: list[str] = []
-        self._answer_cache: dict[tuple[int, object], int] = {}
+        self._answers = answers if answers is not None else SelectorAnswers()
+        self._reads = self._selector_reads()
+        self._by_signature: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self._read_names: dict[str, tuple[frozenset[str], frozenset[str], bool]] = {}
         self._build(cluster)
 
     # requests ---------------------------------------------------------------------------------
@@ -212,30 +230,105 @@ class DraInventory:
     def request_index(self, request: DraRequest) -> int:
         return self.request_ids[request]
 
-    def answer(self, request: int, driver: str, device: DraDevice) -> int:
-        """ACCEPT, REJECT or ERROR: every selector of the request on the device."""
+    def answer(
+        self, request: int, driver: str, device: DraDevice, view: DeviceView | None = None
+    ) -> int:
+        """ACCEPT, REJECT or ERROR: every selector of the request on the device (``view``:
+        the device as :func:`device_view` gives it, when the caller has it already)."""
         info = self.requests[request]
         if info.problem is not None:
             return REJECT
-        view = device_view(driver, device)
-        keys = tuple(s.key_of(view) for s in info.selectors)
-        cache_key: object = (keys, driver) if all(k is not None for k in keys) else None
-        if cache_key is not None:
-            found = self._answer_cache.get((request, cache_key))
+        view = view or device_view(driver, device)
+        for selector in info.selectors:  # in order: the first that errs or says no decides
+            got = self._selector_answer(selector, driver, view)
+            if got != ACCEPT:
+                return got
+        return ACCEPT
+
+    def _selector_answer(self, selector: Selector, driver: str, view: DeviceView) -> int:
+        """One selector on one device, shared by every request (and inventory) that has it:
+        devices equal on what it reads get the same answer."""
+        key = selector.key_of(view)
+        cache = self._answers
+        misses = cache.misses.get(selector.expression, 0)
+        cached = key is not None and misses <= _CACHE_MISSES
+        if cached:
+            found = cache.answers.get((selector.expression, driver, key))
             if found is not None:
                 return found
-        verdict = ACCEPT
-        for selector in info.selectors:
-            got = selector.evaluate(view)
-            if isinstance(got, CelError):
-                verdict = ERROR
-                break
-            if got is False:
-                verdict = REJECT
-                break
-        if cache_key is not None:
-            self._answer_cache[request, cache_key] = verdict
+        got = selector.evaluate(view)
+        verdict = ERROR if isinstance(got, CelError) else ACCEPT if got is True else REJECT
+        if cached:
+            cache.answers[selector.expression, driver, key] = verdict
+            cache.misses[selector.expression] = misses + 1
         return verdict
+
+    def _device_answers(self, driver: str, device: DraDevice) -> tuple[int, ...]:
+        """Every request's answer on ``device``; devices alike in all the selectors read share
+        them (a cluster's devices are mostly alike but for names and uuids)."""
+        sig = self._signature(driver, device)
+        if sig is not None:
+            found = self._by_signature.get(sig)
+            if found is not None:
+                return found
+        view = device_view(driver, device)
+        got = tuple(self.answer(r.index, driver, device, view) for r in self.requests)
+        if sig is not None:
+            self._by_signature[sig] = got
+        return got
+
+    def _signature(self, driver: str, device: DraDevice) -> tuple[object, ...] | None:
+        """What any request's selectors read of ``device``, in published order (None: some
+        selector reads the device as a whole)."""
+        if self._reads is None:
+            return None
+        names = self._read_names.get(driver)
+        if names is None:
+            names = self._read_names[driver] = self._names_read(driver)
+        attributes, capacity, whole = names
+        if whole:  # a selector asks whether a domain is there: every name counts
+            return (driver, device.attributes, device.capacity)
+        return (
+            driver,
+            tuple(a for a in device.attributes if a[0] in attributes),
+            tuple(c for c in device.capacity if c[0] in capacity),
+        )
+
+    def _names_read(self, driver: str) -> tuple[frozenset[str], frozenset[str], bool]:
+        """The published names of the attributes and capacities the selectors read (a name
+        without a domain is the driver's), and whether they test a domain's presence."""
+        assert self._reads is not None
+        attributes, capacity, domains = self._reads
+
+        def published(read: frozenset[tuple[str, str]]) -> frozenset[str]:
+            out = {f"{domain}/{name}" for domain, name in read}
+            out |= {name for domain, name in read if domain == driver}
+            return frozenset(out)
+
+        return published(attributes), published(capacity), bool(domains)
+
+    def _selector_reads(
+        self,
+    ) -> (
+        tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]], frozenset[tuple[str, str]]]
+        | None
+    ):
+        """The attributes, capacities and domains any selector reads; None when one cannot tell."""
+        attributes: set[tuple[str, str]] = set()
+        capacity: set[tuple[str, str]] = set()
+        domains: set[tuple[str, str]] = set()
+        for info in self.requests:
+            for selector in info.selectors:
+                if selector.references is None:
+                    return None
+                for kind, domain, name in selector.references:
+                    if kind == "attributes":
+                        attributes.add((domain, name))
+                    elif kind == "capacity":
+                        capacity.add((domain, name))
+                    elif kind == "domain":
+                        domains.add((domain, name))
+        return frozenset(attributes), frozenset(capacity), frozenset(domains)
 
     # blocks -----------------------------------------------------------------------------------
     def _build(self, cluster: ClusterSnapshot) -> None:
@@ -400,10 +493,8 @@ class DraInventory:
                         f"device {pool.driver}/{pool.name}/{d.name} is shared (consumable "
                         "capacity) or has binding conditions, which vfcore does not model",
                     )
-            answers = tuple(
-                tuple(self.answer(r.index, pool.driver, d) for _, d in devices)
-                for r in self.requests
-            )
+            per_device = [self._device_answers(pool.driver, d) for _, d in devices]
+            answers = tuple(tuple(a[r] for a in per_device) for r in range(len(self.requests)))
             type_key = (answers, tuple(consumes), available, base, len(devices))
             tid = self._type_ids.get(type_key)
             if tid is None:

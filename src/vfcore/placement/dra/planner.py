@@ -22,7 +22,7 @@ from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
 from vfcore.errors import Problem
 from vfcore.flow.gpu_mode import GpuMode
 from vfcore.placement.claims import PodRequest
-from vfcore.placement.dra.inventory import ACCEPT, ERROR, DraInventory
+from vfcore.placement.dra.inventory import ACCEPT, ERROR, DraInventory, SelectorAnswers
 from vfcore.placement.dra.planning import (
     DeviceRegions,
     DraPlan,
@@ -76,13 +76,15 @@ class DraPlanner(ModePlanner):
     def __init__(self, cluster: ClusterSnapshot) -> None:
         self.cluster = cluster
         self._inventories: dict[tuple[Bracket, tuple[object, ...]], DraInventory] = {}
+        self._answers = SelectorAnswers()
 
     def inventory(self, pods: Sequence[PodRequest], bracket: Bracket = "full") -> DraInventory:
         requests = tuple(sorted({p.dra for p in pods if p.dra is not None}))
         for (kind, known), inv in self._inventories.items():
-            if kind == bracket and set(requests) <= set(known):
+            # with no device of unknown use, both brackets compile alike
+            if (kind == bracket or not inv.unknown_nodes) and set(requests) <= set(known):
                 return inv
-        inv = DraInventory(self.cluster, requests, unknown_as=bracket)
+        inv = DraInventory(self.cluster, requests, unknown_as=bracket, answers=self._answers)
         self._inventories[bracket, requests] = inv
         return inv
 

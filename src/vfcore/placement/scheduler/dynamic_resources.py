@@ -34,7 +34,7 @@ from typing import Literal
 from vfcore.cluster import ClusterSnapshot
 from vfcore.placement.claims import PodRequest
 from vfcore.placement.dra.allocator import FAILED_ERROR, AllocationModel
-from vfcore.placement.dra.inventory import DraInventory
+from vfcore.placement.dra.inventory import DraInventory, SelectorAnswers
 
 __all__ = ["CANNOT_ALLOCATE", "DynamicResources"]
 
@@ -52,10 +52,56 @@ class DynamicResources:
         pods: Sequence[PodRequest],
         cluster: ClusterSnapshot,
         unknown_as: Literal["empty", "full"],
+        answers: SelectorAnswers | None = None,
+        *,
+        inventory: DraInventory | None = None,
     ) -> None:
         requests = sorted({p.dra for p in pods if p.dra is not None})
-        self.inventory = DraInventory(cluster, requests, unknown_as=unknown_as)
+        self.inventory = inventory or DraInventory(
+            cluster, requests, unknown_as=unknown_as, answers=answers
+        )
         self.model = AllocationModel(self.inventory)
+
+    @classmethod
+    def of(
+        cls,
+        pods: Sequence[PodRequest],
+        cluster: ClusterSnapshot,
+        unknown_as: Literal["empty", "full"],
+        memo: dict[tuple[object, ...], object] | None = None,
+    ) -> DynamicResources:
+        """The filter for these pods, reused from ``memo``: the runs of one prediction and its
+        remedy share one inventory (and the allocator's memo) per bracket and set of requests,
+        and may reuse the one the plan compiled (:meth:`seed`)."""
+        if memo is None:
+            return cls(pods, cluster, unknown_as)
+        requests = {p.dra for p in pods if p.dra}
+        for key, found in sorted(memo.items(), key=lambda kv: str(kv[0])):
+            if (
+                key[:2] == ("dra", id(cluster))
+                and isinstance(found, DynamicResources)
+                # no device of unknown use: both brackets compile alike
+                and (key[2] == unknown_as or not found.inventory.unknown_nodes)
+                and requests <= found.inventory.request_ids.keys()
+            ):
+                return found
+        answers = memo.setdefault(("dra-answers", id(cluster)), SelectorAnswers())
+        assert isinstance(answers, SelectorAnswers)
+        made = cls(pods, cluster, unknown_as, answers)
+        memo["dra", id(cluster), unknown_as, len(memo)] = made
+        return made
+
+    @classmethod
+    def seed(
+        cls,
+        memo: dict[tuple[object, ...], object],
+        cluster: ClusterSnapshot,
+        inventory: DraInventory,
+    ) -> None:
+        """Offer ``inventory`` (compiled on ``cluster``, e.g. by the plan) to :meth:`of`."""
+        memo["dra", id(cluster), inventory.unknown_as, len(memo)] = cls(
+            (), cluster, inventory.unknown_as, inventory=inventory
+        )
 
     def request_of(self, pod: PodRequest) -> tuple[int, int] | None:
         """(request index, device count) of a DRA pod; None for any other pod."""

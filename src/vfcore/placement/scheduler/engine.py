@@ -102,6 +102,7 @@ class Engine:
         unknown_as: Literal["empty", "full"],
         workloads: Mapping[str, Workload] | None = None,
         facts: SchedulingFacts | None = None,
+        memo: dict[tuple[object, ...], object] | None = None,
     ) -> None:
         self.pods = pods
         self.position = {p.pod: i for i, p in enumerate(pods)}
@@ -127,7 +128,11 @@ class Engine:
         )
         self.n_slots = len(self.spread.keys)
         # DynamicResources: one more load entry, the node's DRA state (only with DRA pods)
-        self.dra = DynamicResources(pods, cluster, unknown_as) if any(p.dra for p in pods) else None
+        self.dra = (
+            DynamicResources.of(pods, cluster, unknown_as, memo)
+            if any(p.dra for p in pods)
+            else None
+        )
         self.dra_slot = self.slot_base + self.n_slots
         self._kinds(pods)
         self._nodes(cluster)
@@ -779,6 +784,8 @@ class Budget:
         self.clock = clock
         self.deadline = None if seconds is None or clock is None else clock() + seconds
         self.cut: list[str] = []
+        # what the runs one budget pays for may share (DRA inventories and the allocator's memo)
+        self.memo: dict[tuple[object, ...], object] = {}
 
     def charge(self, units: int) -> bool:
         """Spend ``units``; False once the work bound or the deadline is passed."""
@@ -795,6 +802,7 @@ class Budget:
         child = Budget(work)
         child.clock = self.clock
         child.deadline = self.deadline
+        child.memo = self.memo
         return child
 
 

@@ -372,6 +372,7 @@ def _predict_known(
         unknown_as,
         inputs.workloads,
         inputs.facts,
+        memo=budget.memo,
     )
     order = tuple(p.pod for p in pods)
     window = _window(engine)
@@ -733,7 +734,7 @@ def predict(
     inputs = _Inputs(
         ordered, cluster, cfg, groups, workloads, facts, max_branches, samples, window_runs
     )
-    probe = Engine(ordered, cluster, cfg, groups, "full")
+    probe = Engine(ordered, cluster, cfg, groups, "full", memo=meter.memo)
     dra_unknown = probe.dra.inventory.unknown_nodes if probe.dra is not None else {}
     relevant = tuple(
         n.name

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from vfcore.cluster import ClusterSnapshot
 from vfcore.errors import InvalidInputError
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.dra.cel import MAX_SELECTOR_LENGTH
 from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
 from vfcore.placement.scheduler.engine import Budget
 from vfcore.placement.scheduler.prediction import (
@@ -402,7 +403,9 @@ def device_pins(
             continue
         ((driver, key),) = {(d, k) for d, k, _ in named}
         values = ", ".join(f'"{v}"' for v in sorted(v for _, _, v in named))
-        out[workload] = (f'device.attributes["{driver}"].{key} in [{values}]',)
+        pin = f'device.attributes["{driver}"].{key} in [{values}]'
+        if len(pin) <= MAX_SELECTOR_LENGTH:  # the API refuses a longer selector
+            out[workload] = (pin,)
     return out
 
 

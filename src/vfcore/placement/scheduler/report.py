@@ -8,7 +8,9 @@ from typing import Any, Protocol
 
 from vfcore.cluster import ClusterSnapshot
 from vfcore.placement.claims import PodRequest
+from vfcore.placement.dra.inventory import DraInventory
 from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
+from vfcore.placement.scheduler.dynamic_resources import DynamicResources
 from vfcore.placement.scheduler.engine import Budget
 from vfcore.placement.scheduler.prediction import DEFAULT_MAX_WORK, predict
 from vfcore.placement.scheduler.remedy import Remedy, remedy
@@ -112,6 +114,7 @@ def predict_for_plan(
     max_work: int = DEFAULT_MAX_WORK,
     workloads: Mapping[str, Workload] | None = None,
     facts: SchedulingFacts | None = None,
+    dra_inventories: Sequence[DraInventory] = (),
 ) -> SchedulerReport:
     """The model's verdict for a plan's pods, plus a remedy when greedy misses an exact packing.
 
@@ -119,12 +122,15 @@ def predict_for_plan(
     ``max_work`` node-state scans for the prediction and twice that for
     the remedy's three re-checks, and ``time_limit`` seconds of ``clock`` each
     when both are given. ``phase`` is told each phase's name as it starts.
-    ``workloads`` and ``facts`` are :func:`predict`'s.
+    ``workloads`` and ``facts`` are :func:`predict`'s; ``dra_inventories``: the DRA
+    inventories the plan compiled on ``cluster``, which the model reuses.
     """
     cfg = config or ScoringConfig()
     if phase is not None:
         phase("scheduler model")
     budget = Budget(max_work, seconds=time_limit, clock=clock)
+    for inventory in dra_inventories:
+        DynamicResources.seed(budget.memo, cluster, inventory)
     prediction = predict(pods, cluster, config=cfg, budget=budget, workloads=workloads, facts=facts)
     cut = list(budget.cut)
     placement = plan.placement
@@ -134,6 +140,7 @@ def predict_for_plan(
         if phase is not None:
             phase("remedy")
         fixing = Budget(2 * max_work, seconds=time_limit, clock=clock)
+        fixing.memo = budget.memo  # the remedy's runs reuse the prediction's DRA inventories
         dra = getattr(plan, "dra", None)
         fix = remedy(
             pods,

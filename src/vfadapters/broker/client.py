@@ -19,12 +19,14 @@ import concurrent.futures
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
+from vfadapters.broker.credentials import BrokerCredentials
 from vfcore import InvalidInputError
 from vfcore.runtime import BrokerTopology
 
@@ -94,6 +96,14 @@ def check_broker_url(url: str) -> tuple[str, int]:
     return parsed.hostname, port
 
 
+def _is_timeout(exc: BaseException) -> bool:
+    import nats.errors
+
+    return isinstance(
+        exc, TimeoutError | nats.errors.TimeoutError | concurrent.futures.TimeoutError
+    )
+
+
 def is_not_found(error: dict[str, Any] | None) -> bool:
     return bool(error) and (error or {}).get("err_code") in NOT_FOUND_CODES
 
@@ -112,6 +122,9 @@ class Bridge:
     """An asyncio loop in a daemon thread with one NATS connection (``nc``, ``js``)."""
 
     def __init__(self) -> None:
+        #: the server's last refusals of this client (``Permissions Violation for …``):
+        #: a request it refuses is never answered, so a timeout is told by them
+        self.denied: list[str] = []
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="vf-nats", daemon=True)
         self.thread.start()
@@ -121,35 +134,73 @@ class Bridge:
         self.disconnected = False
         self.reconnected_at = -1e18  # monotonic time of the last reconnection
         self.on_reconnect: Any = None  # a coroutine function to run after each reconnection
+        self.who = "this client"
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+        """Run ``coro`` on the loop and wait for its result.
+
+        A timeout after the server refused this client something is
+        ``broker-permission-denied`` (:meth:`raise_if_denied`), not a timeout.
+        """
+        seen = len(self.denied)
+        try:
+            return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+        except Exception as exc:
+            if len(self.denied) > seen and _is_timeout(exc):
+                self.raise_if_denied()
+            raise
+
+    def raise_if_denied(self) -> None:
+        """Raise ``broker-permission-denied`` when the server refused this client something."""
+        if not self.denied:
+            return
+        said = self.denied[-1]
+        raise BrokerError(
+            "broker-permission-denied",
+            f"the NATS server refused {said} to {self.who}: its credentials do not allow it",
+            "each role may touch only its own part of a run (docs/security.md): start workers "
+            "with --no-create after `vf broker-setup` with the setup role's credentials, and "
+            "use the run's admin credentials for vf run, vf dead-letters and vf broker-teardown",
+        )
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def connect(self, url: str, *, name: str, connect_timeout_s: float = 5.0) -> None:
+    def connect(
+        self,
+        url: str,
+        *,
+        name: str,
+        connect_timeout_s: float = 5.0,
+        credentials: BrokerCredentials | None = None,
+    ) -> None:
         """Connect (once, bounded); afterwards nats-py reconnects on its own, forever.
 
         The server is first reached with a plain TCP connection, so that a refused
         or unroutable address fails at once with the reason (nats-py, told to
         reconnect forever, would retry the first connection until the timeout).
+        ``credentials``: how to prove who we are (:mod:`.credentials`); a server
+        that refuses them is ``broker-unauthorized``. No message shows a secret
+        (a URL's ``user:password`` is masked).
         """
         import nats
 
         host, port = check_broker_url(url)
+        shown = shown_url(url)
+        creds = credentials if credentials is not None else BrokerCredentials()
+        self.who = f"{name} ({creds.describe()})"
+        options = creds.connect_options(url)
         try:
             with socket.create_connection((host, port), timeout=connect_timeout_s):
                 pass
         except OSError as exc:
             raise InvalidInputError(
                 "broker-unreachable",
-                f"cannot connect to the NATS server at {url}: {exc.strerror or exc}",
+                f"cannot connect to the NATS server at {shown}: {exc.strerror or exc}",
                 "start one (nats-server -js) or use --broker embedded; check host, port and "
                 "that JetStream is enabled",
             ) from None
@@ -166,7 +217,14 @@ class Bridge:
                     await self.on_reconnect()
 
         async def on_error(exc: Exception) -> None:  # logged by the caller's counters
-            return None
+            text = str(exc)
+            lower = text.lower()
+            if "permissions violation" in lower:
+                # 'nats: permissions violation for publish to "subject"': names no secret
+                self.denied.append(lower.split("violation for", 1)[-1].strip() or text)
+                del self.denied[:-16]
+            elif "authorization" in lower and self.nc is None:
+                refused.set()  # the first connection: nats-py would retry it forever
 
         async def go() -> Any:
             return await nats.connect(
@@ -179,16 +237,51 @@ class Bridge:
                 disconnected_cb=on_disconnect,
                 reconnected_cb=on_reconnect,
                 error_cb=on_error,
+                **options,
             )
 
-        future = self.submit(self._first_connect(go))
+        refused = asyncio.Event()
+
+        async def first() -> Any:
+            connecting = asyncio.ensure_future(go())
+            told = asyncio.ensure_future(refused.wait())
+            done, _ = await asyncio.wait({connecting, told}, return_when=asyncio.FIRST_COMPLETED)
+            if connecting in done:
+                told.cancel()
+                return connecting.result()
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
+            from nats.errors import AuthorizationError
+
+            raise AuthorizationError
+
+        future = self.submit(self._first_connect(first))
         try:
             self.nc = future.result(connect_timeout_s + 5)
         except Exception as exc:
             future.cancel()
+            from nats.errors import AuthorizationError
+
+            said = str(exc).lower()
+            if isinstance(exc, AuthorizationError) or "authorization" in said:
+                raise BrokerError(
+                    "broker-unauthorized",
+                    f"the NATS server at {shown} refused {name}'s credentials ({creds.describe()})",
+                    "give the credentials of this run's role: --broker-nkey-file (the seed from "
+                    "the run's Secret), --broker-creds, --broker-user with "
+                    "--broker-password-file, or --broker-token-file, or their VF_BROKER_* "
+                    "variables (docs/security.md)",
+                ) from None
+            if isinstance(exc, ssl.SSLError | ssl.CertificateError) or "ssl" in said:
+                raise BrokerError(
+                    "broker-tls-failed",
+                    f"TLS with the NATS server at {shown} failed: {type(exc).__name__}",
+                    "check --broker-ca (the CA that signed the server's certificate) and that "
+                    "the URL's host is the name in the certificate",
+                ) from None
             raise InvalidInputError(
                 "broker-unreachable",
-                f"cannot connect to the NATS server at {url}: {type(exc).__name__}"
+                f"cannot connect to the NATS server at {shown}: {type(exc).__name__}"
                 + (f": {exc}" if str(exc) else f" after {connect_timeout_s:g} s"),
                 "start one (nats-server -js) or use --broker embedded; check host, port and "
                 "that JetStream is enabled",

@@ -7,7 +7,8 @@ looks there first. ``VF_NATS_SERVER`` overrides the search (a path to a binary);
 ``PATH`` comes last (a system ``nats-server`` may be old: Debian ships 2.9).
 
 :class:`NatsServer` starts ``nats-server -js`` on free loopback ports with a
-temporary store directory, waits (bounded) until it accepts connections and stops
+temporary store directory (with ``authorization``, the server accepts only the
+users that block lists: its configuration file is written there, mode 0600), waits (bounded) until it accepts connections and stops
 it (SIGTERM, then SIGKILL after a timeout) so no server outlives the test session.
 With ``die_with_parent`` (``--broker embedded``) the kernel also kills it when the
 process that started it dies, even by ``kill -9`` (``PR_SET_PDEATHSIG``, Linux), and
@@ -161,8 +162,12 @@ class NatsServer:
         start_timeout_s: float = 10.0,
         max_payload: int | None = None,
         die_with_parent: bool = False,
+        authorization: str | None = None,
     ) -> None:
         self.binary = binary
+        #: the ``authorization { … }`` block (:func:`vfcore.runtime.render_authorization`):
+        #: written into the configuration file, never on the command line
+        self.authorization = authorization
         self.die_with_parent = die_with_parent
         self.max_payload = max_payload  # None: the server's default (1 MiB)
         self.store_dir = store_dir
@@ -192,8 +197,29 @@ class NatsServer:
             str(self.monitor_port),
             "-sd",
             str(self.store_dir / "jetstream"),
-            *(["-c", str(self.store_dir / "nats.conf")] if self.max_payload else []),
+            *(["-c", str(self.config_path)] if self.has_config else []),
         ]
+
+    @property
+    def config_path(self) -> Path:
+        return self.store_dir / "nats.conf"
+
+    @property
+    def has_config(self) -> bool:
+        return bool(self.max_payload or self.authorization)
+
+    def write_config(self) -> None:
+        """The configuration file: owner-only (0600), created anew, in the store directory."""
+        text = ""
+        if self.max_payload:  # the only setting with no command-line flag; flags override it
+            text += f"max_payload: {int(self.max_payload)}\n"
+        if self.authorization:
+            text += self.authorization
+        path = self.config_path
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
 
     def _log(self) -> str:
         try:
@@ -202,10 +228,9 @@ class NatsServer:
             return "(no log)"
 
     def start(self) -> NatsServer:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        if self.max_payload:
-            # the only setting with no command-line flag; flags override the file
-            (self.store_dir / "nats.conf").write_text(f"max_payload: {int(self.max_payload)}\n")
+        self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.has_config:
+            self.write_config()
         with self.log_path.open("wb") as log:
             # its own session: a Ctrl-C or SIGTERM to the terminal's process group
             # reaches whoever started it, who stops it in order (not the server itself)

@@ -5,12 +5,25 @@ Loaded on first use, never by ``import vfcore`` (``vf explain`` does not need it
 :mod:`vfcore.runtime.layout` lays out a whole local run (replica bounds, pods and
 slots, routing per edge, devices) for the local executor to carry out;
 :mod:`vfcore.runtime.topology` lists the NATS JetStream streams, subjects and
-consumers of a broker run (``broker_topology``); :mod:`vfcore.runtime.manifests`
+consumers of a broker run (``broker_topology``); :mod:`vfcore.runtime.broker_auth`
+says what each role of a run may publish and subscribe to on the broker
+(``broker_permissions``) and renders the server's ``authorization`` block; :mod:`vfcore.runtime.manifests`
 renders a run's Kubernetes objects (``vfcore.render``, ``vfcore.RenderOptions``,
 loaded on first use: it needs the scaling rules, so this package does not
 import it).
 """
 
+from vfcore.runtime.broker_auth import (
+    ADMIN_ROLE,
+    SETUP_ROLE,
+    BrokerPermissions,
+    BrokerUser,
+    broker_permissions,
+    inbox_prefix,
+    node_role,
+    render_authorization,
+    run_roles,
+)
 from vfcore.runtime.devices import (
     GPU_POLICIES,
     DeviceAssignment,
@@ -51,13 +64,17 @@ from vfcore.runtime.topology import (
 )
 
 __all__ = [
+    "ADMIN_ROLE",
     "GPU_POLICIES",
     "LOCAL_WAIVED_REASONS",
     "MAX_NATS_NAME",
     "MAX_SUBJECT",
     "ROUTINGS",
     "RUN_ID_PATTERN",
+    "SETUP_ROLE",
+    "BrokerPermissions",
     "BrokerTopology",
+    "BrokerUser",
     "ConsumerConfig",
     "DeadLetters",
     "DeviceAssignment",
@@ -76,11 +93,16 @@ __all__ = [
     "TopologyConsumer",
     "TopologyOptions",
     "assign_devices",
+    "broker_permissions",
     "broker_topology",
     "check_run_id",
+    "inbox_prefix",
     "local_layout",
     "nats_name_problem",
     "nats_subject_problem",
+    "node_role",
+    "render_authorization",
+    "run_roles",
     "subject_matches",
     "visible_devices",
 ]

@@ -16,13 +16,12 @@ Binding a DRA pod may leave a node in several states — the allocator walks
 the node's slices in no fixed order — so :meth:`Engine.successors` can return
 more than one, and the tie search explores each as a tie.
 
-Worked example (``docs/dra.md``): two H100s with DynamicMIG, a ``3g.40gb``
-claim then three ``1g.10gb`` claims then two ``3g.40gb``. The first ``3g`` takes
-``3g@0`` on one GPU; each ``1g`` takes the first free placement: on that GPU
-``1g@4`` (cutting its second ``3g`` run) or on the other GPU ``1g@0`` — the
-allocator's slice order decides. In the outcomes where a ``1g`` lands at 4,
-a later ``3g`` strands although an exact plan (both ``1g`` beside each other on
-one GPU's slots 4–6, say) lands every claim: the prediction is ``at-risk``.
+Worked example (``docs/dra.md``; ``tests/unit/test_dra_scheduler.py``): two H100s
+with DynamicMIG, claims for a ``3g.40gb``, then a ``1g.20gb``, then a ``7g.80gb``.
+The ``3g`` takes memory slices 0–3 of one GPU (call it GPU 0: which one is a tie too, and the two are alike). The ``1g.20gb`` takes the first
+free placement of whichever GPU's slice the allocator walks first: beside the
+``3g`` on GPU 0 (the ``7g`` then takes the idle GPU 1), or at 0 on GPU 1 (then
+no GPU is whole for the ``7g``). Two outcomes, one of them stranding: ``at-risk``.
 """
 
 from __future__ import annotations

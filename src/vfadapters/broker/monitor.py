@@ -496,9 +496,19 @@ def _check_timeout(timeout_s: object) -> None:
 
 
 async def _read_over_connection(
-    url: str, topology: BrokerTopology, timeout_s: float, children: tuple[str, ...]
+    url: str,
+    topology: BrokerTopology,
+    timeout_s: float,
+    children: tuple[str, ...],
+    credentials: Any = None,
 ) -> dict[tuple[str, str], LagReading]:
     import nats
+
+    from vfadapters.broker.credentials import BrokerCredentials
+    from vfcore.runtime import ADMIN_ROLE
+
+    creds = credentials if credentials is not None else BrokerCredentials()
+    options = creds.for_role(topology, ADMIN_ROLE).connect_options(url)
 
     errors: list[BaseException] = []
 
@@ -518,6 +528,7 @@ async def _read_over_connection(
                 max_reconnect_attempts=1,
                 reconnect_time_wait=0.05,
                 error_cb=on_error,
+                **options,
             ),
             timeout=2 * timeout_s + 1,
         )
@@ -553,12 +564,15 @@ def observe(
     monitor_url: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     options: TopologyOptions | None = None,
+    credentials: Any = None,
 ) -> LiveObservations:
     """Every processor's backlogs on its parents in run ``run_id`` of ``spec``, read now.
 
     With ``monitor_url`` the HTTP monitoring endpoint is read (KEDA's reading);
     otherwise ``url`` is connected to (bounded: about ``2 × timeout_s`` at most,
-    no reconnect), each consumer's info requested, and the connection closed.
+    no reconnect) with ``credentials`` (a
+    :class:`~vfadapters.broker.credentials.BrokerCredentials`: the run's admin role
+    reads consumer info), each consumer's info requested, and the connection closed.
     ``spec`` must be valid (``vfcore.require_valid``); a bad run id raises
     ``invalid-run-id``, a malformed URL ``invalid-broker-url`` or
     ``invalid-monitor-url``. What cannot be read is :class:`Unobserved` with its
@@ -585,7 +599,9 @@ def observe(
             )
         source = check_broker_url(url)
         method = "jetstream-api"
-        readings = _run_sync(_read_over_connection(source, topology, timeout_s, processors))
+        readings = _run_sync(
+            _read_over_connection(source, topology, timeout_s, processors, credentials)
+        )
     observations = {
         name: NodeObservation(
             None,

@@ -5,7 +5,8 @@ workers run with ``--no-create``): every stream, consumer and the control bucket
 that :func:`vfcore.broker_topology` lists and the server lacks; what exists is
 left alone, so running it twice is harmless. ``--wait S`` retries the first
 connection for up to S seconds (the broker's pod may still be starting).
-``--wait`` is 0 to 3600 seconds (``nan``, ``inf`` and more are ``invalid-option``).
+The broker credentials options (docs/cli.md) give the run's *setup* role:
+create what the run lacks, nothing else. ``--wait`` is 0 to 3600 seconds (``nan``, ``inf`` and more are ``invalid-option``).
 Exit codes: 0 done; 1 an unexpected failure; 2 bad input, no broker within
 ``--wait`` (``broker-unreachable``), a server without JetStream
 (``no-jetstream``) or one that refuses the run's streams.
@@ -21,6 +22,7 @@ from vfadapters.cli.output import EXIT_OK
 
 
 def register(sub: Any) -> None:
+    from vfadapters.cli.broker_access import add_broker_credential_options
     from vfadapters.cli.worker_command import add_broker_options
 
     p = sub.add_parser(
@@ -41,6 +43,7 @@ def register(sub: Any) -> None:
         help="retry the first connection for up to S seconds (0: one attempt)",
     )
     add_broker_options(p)
+    add_broker_credential_options(p)
     p.set_defaults(handler=_cmd_broker_setup)
 
 
@@ -50,27 +53,32 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
         check_broker_url,
         ensure_topology,
         jetstream_required,
+        shown_url,
     )
+    from vfadapters.cli.broker_access import broker_credentials
     from vfadapters.cli.inputs import HOUR, check_seconds
     from vfadapters.cli.worker_command import topology_options
     from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
-    from vfcore.runtime import broker_topology, check_run_id
+    from vfcore.runtime import SETUP_ROLE, broker_topology, check_run_id
 
     run_id = check_run_id(args.run)
     check_seconds(args.wait, "--wait", most=HOUR, zero=True, example="60")
     check_broker_url(args.broker)
     _, spec = load_runnable(args.flow)
     topo = broker_topology(spec, run_id, topology_options(args))
+    credentials = broker_credentials(args).for_role(topo, SETUP_ROLE)
     deadline = time.monotonic() + args.wait
     while True:
         bridge = Bridge()
         try:
-            bridge.connect(args.broker, name=f"vf broker-setup run {run_id}")
+            bridge.connect(
+                args.broker, name=f"vf broker-setup run {run_id}", credentials=credentials
+            )
             break
-        except InvalidInputError:
+        except InvalidInputError as exc:
             bridge.close()
-            if time.monotonic() >= deadline:
+            if exc.rule != "broker-unreachable" or time.monotonic() >= deadline:
                 raise
             time.sleep(1.0)
     try:
@@ -81,6 +89,7 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
     doc = topo.to_dict()
     print(
         f"run {run_id} of {spec.name}: {len(doc['streams']) + 1} streams, "
-        f"{len(topo.consumers)} consumers and bucket {topo.control.bucket} ready on {args.broker}"
+        f"{len(topo.consumers)} consumers and bucket {topo.control.bucket} ready on "
+        f"{shown_url(args.broker)}"
     )
     return EXIT_OK

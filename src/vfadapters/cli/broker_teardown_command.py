@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
         help="exit 0 when nothing of the run is on the server",
     )
     p.add_argument("--json", action="store_true", help="print what was removed as JSON")
+    from vfadapters.cli.broker_access import add_broker_credential_options
+
+    add_broker_credential_options(p)
     p.set_defaults(handler=_cmd_broker_teardown)
 
 
@@ -59,19 +62,24 @@ def _cmd_broker_teardown(args: argparse.Namespace) -> int:
         check_broker_url,
         delete_topology,
         jetstream_required,
+        shown_url,
     )
     from vfadapters.broker.run import STALE_OWNER_S
+    from vfadapters.cli.broker_access import broker_credentials
     from vfadapters.loading import load_runnable
     from vfcore import InvalidInputError
-    from vfcore.runtime import broker_topology, check_run_id
+    from vfcore.runtime import ADMIN_ROLE, broker_topology, check_run_id
 
     run_id = check_run_id(args.run)
     check_broker_url(args.broker)
     _, spec = load_runnable(args.flow)
     topo = broker_topology(spec, run_id)
+    credentials = broker_credentials(args).for_role(topo, ADMIN_ROLE)
     bridge = Bridge()
     try:
-        bridge.connect(args.broker, name=f"vf broker-teardown run {run_id}")
+        bridge.connect(
+            args.broker, name=f"vf broker-teardown run {run_id}", credentials=credentials
+        )
         with jetstream_required(args.broker, "it holds no run's streams"):
             owner = bridge.run(_owner(bridge, topo), timeout_s=30)
         if owner and not args.force:
@@ -91,7 +99,7 @@ def _cmd_broker_teardown(args: argparse.Namespace) -> int:
     if not deleted and not args.ignore_not_found:
         raise InvalidInputError(
             "run-not-found",
-            f"nothing of run {run_id} of flow {spec.name!r} is on {args.broker}",
+            f"nothing of run {run_id} of flow {spec.name!r} is on {shown_url(args.broker)}",
             "check --run and the flow (the run id and the flow's name make every stream "
             "name), or pass --ignore-not-found",
         )
@@ -99,7 +107,10 @@ def _cmd_broker_teardown(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"run": run_id, "flow": spec.name, "deleted": deleted})
     else:
-        print(f"run {run_id} of {spec.name}: removed {len(deleted)} stream(s) from {args.broker}")
+        print(
+            f"run {run_id} of {spec.name}: removed {len(deleted)} stream(s) from "
+            f"{shown_url(args.broker)}"
+        )
         for name in deleted:
             print(f"  {name}")
         if kept:

@@ -59,6 +59,9 @@ def register(sub: Any) -> None:
         help="read the server's HTTP monitoring endpoint (/jsz) instead, as KEDA does "
         "(http://host:8222); needs --run",
     )
+    from vfadapters.cli.broker_access import add_broker_credential_options
+
+    add_broker_credential_options(scale)
     scale.add_argument(
         "--timeout",
         type=float,
@@ -242,7 +245,17 @@ def _observe_live(args: argparse.Namespace, spec: Any) -> Any:
         check_monitor_url(args.monitor)
     # the topology is built only for a valid flow (decide_flow validates again, cheaply)
     require_valid(spec, gpu_mode=args.gpu_mode, gpu_resource_name=args.gpu_resource_name)
-    return observe(args.broker, spec, args.run, monitor_url=args.monitor, timeout_s=args.timeout)
+    from vfadapters.cli.broker_access import broker_credentials
+
+    credentials = broker_credentials(args) if args.broker is not None else None
+    return observe(
+        args.broker,
+        spec,
+        args.run,
+        monitor_url=args.monitor,
+        timeout_s=args.timeout,
+        credentials=credentials,
+    )
 
 
 def _print_scale(doc: dict[str, Any], out: TextIO) -> None:

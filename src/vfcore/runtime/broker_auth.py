@@ -22,8 +22,9 @@ clients, each a *role* with its own NATS user:
   exact names; nothing else (it neither reads nor deletes);
 * ``admin`` — the run's coordinator (``vf run --broker``, ``vf dead-letters``,
   ``vf broker-teardown``, ``vf scale --broker``): every subject and every
-  JetStream API call on the run's own streams, consumers and buckets; wildcards
-  only below names that are the run's own (a stream name is one exact token).
+  JetStream API call on the run's own streams, consumers and buckets, and every
+  inbox of the run (so the admin's key works with any command); wildcards only
+  below names that are the run's own (a stream name is one exact token).
 
 Every list is computed from the topology and sorted: the same run gives the
 same permissions, byte for byte. :func:`render_authorization` writes the
@@ -148,8 +149,9 @@ class BrokerPermissions:
 
     ``publish``/``subscribe`` are sorted allow-lists; anything else is denied
     (NATS: an allow-list denies everything it does not list). ``inbox_prefix``:
-    what the role's client connects with (its ``subscribe`` list holds exactly
-    ``<inbox_prefix>.>``).
+    what the role's client connects with (a node's and the setup role's
+    ``subscribe`` list holds exactly ``<inbox_prefix>.>``; the admin's, every
+    inbox of the run).
     """
 
     role: str
@@ -289,7 +291,9 @@ def _admin_permissions(topo: BrokerTopology, role: str, inbox: str) -> BrokerPer
         publish.extend(topo.ledger.subjects)
     publish += [f"$KV.{b}.>" for b in (control.bucket, control.splits) if b]
     publish.append(f"_vfobj.{control.objects}.>")
-    return _finish(role, inbox, publish, (f"{inbox}.>",))
+    # every inbox of the run: the admin's seed works with any command (vf broker-setup
+    # connects with the setup role's inbox prefix, vf worker with its node's)
+    return _finish(role, inbox, publish, (f"{INBOX_ROOT}.{_run_digest(topo)}.>",))
 
 
 def broker_permissions(topo: BrokerTopology, role: str) -> BrokerPermissions:

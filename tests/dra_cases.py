@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from vfcore import ConsumerNode, ProcessorNode, ProducerNode
 from vfcore.cluster import ClusterSnapshot, node
 from vfcore.cluster.kubeparse.dra_objects import parse_dra
 from vfcore.placement.claims import DraRequest, PodRequest
@@ -16,6 +17,23 @@ from vfcore.placement.dra.nvidia import (
 )
 
 DRIVER = "gpu.nvidia.com"
+
+
+class Src(ProducerNode):
+    def next(self):
+        raise StopIteration
+
+
+class Step(ProcessorNode):
+    def process(self, x):
+        return x
+
+
+class Sink(ConsumerNode):
+    def consume(self, x):
+        pass
+
+
 BIG = {"cpu": 64_000, "memory": 2**38}
 
 

@@ -14,7 +14,6 @@ them on a real kube-apiserver, kube-controller-manager and kube-scheduler.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -22,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.dra_cases import allocated_claim, listing
-from tests.scheduler_cases import every_outcome
+from tests.scheduler_cases import case_spec, every_outcome, read_cases
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, node
 from vfcore.cluster.kubeparse.dra_objects import parse_dra
-from vfcore.flow.spec import FlowSpec, NodeSpec
 from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.dra.nvidia import dynamic_mig_slices, nvidia_device_classes, whole_gpu_slices
 from vfcore.placement.scheduler import Simulation, Workload
@@ -37,30 +35,7 @@ _GPU_NUMBER = re.compile(r"^gpu-\d+-(?=mig-)")
 
 
 def load_cases() -> list[dict[str, Any]]:
-    cases: list[dict[str, Any]] = json.loads(CASES_FILE.read_text(encoding="utf-8"))["cases"]
-    return cases
-
-
-def case_spec(case: Mapping[str, Any]) -> FlowSpec:
-    nodes: list[NodeSpec] = [NodeSpec("src", "producer")]
-    last = "src"
-    for w in case["workloads"]:
-        requests = tuple((r, str(w[r])) for r in ("cpu", "memory") if r in w)
-        nodes.append(
-            NodeSpec(
-                w["name"],
-                "processor",
-                (last,),
-                nb_tasks=w.get("replicas", 1),
-                device_type="gpu",
-                gpu_count=w.get("gpus", 1),
-                gpu_memory_gib=w.get("gpu_memory_gib"),
-                requests=requests,
-            )
-        )
-        last = w["name"]
-    nodes.append(NodeSpec("sink", "consumer", (last,)))
-    return FlowSpec(case["name"], case["flow_type"], tuple(nodes))
+    return read_cases(CASES_FILE)
 
 
 def case_slices(case: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -37,12 +37,19 @@ ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
 
-def load_cases() -> list[dict[str, Any]]:
-    cases: list[dict[str, Any]] = json.loads(CASES_FILE.read_text(encoding="utf-8"))["cases"]
+def read_cases(path: Path) -> list[dict[str, Any]]:
+    """The ``cases`` of a fidelity table (scheduler_fidelity.json, dra_fidelity.json)."""
+    cases: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["cases"]
     return cases
 
 
+def load_cases() -> list[dict[str, Any]]:
+    return read_cases(CASES_FILE)
+
+
 def case_spec(case: Mapping[str, Any]) -> FlowSpec:
+    """A case's flow: a producer, its GPU workloads in a chain, a sink (a workload's
+    ``replicas`` and ``gpus`` default to 1; DRA cases may give ``gpu_memory_gib``)."""
     nodes: list[NodeSpec] = [NodeSpec("src", "producer")]
     last = "src"
     for w in case["workloads"]:
@@ -52,9 +59,10 @@ def case_spec(case: Mapping[str, Any]) -> FlowSpec:
                 w["name"],
                 "processor",
                 (last,),
-                nb_tasks=w["replicas"],
+                nb_tasks=w.get("replicas", 1),
                 device_type="gpu",
-                gpu_count=w["gpus"],
+                gpu_count=w.get("gpus", 1),
+                gpu_memory_gib=w.get("gpu_memory_gib"),
                 requests=requests,
                 partition_by="trace_id" if w.get("partitioned") else None,
             )

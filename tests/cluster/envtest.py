@@ -38,8 +38,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 ADMIN_TOKEN = "vf-envtest-admin"
 LIMITED_TOKEN = "vf-envtest-limited"
@@ -128,6 +132,35 @@ class ControlPlane:
                 return
             time.sleep(0.25)
         raise RuntimeError(f"{name} not ready after {limit_s:g} s:\n{self.log_tail(name)}")
+
+    @contextmanager
+    def controller_manager(self, controllers: str) -> Iterator[ControlPlane]:
+        """kube-controller-manager beside this control plane, running ``controllers`` (a
+        ``--controllers`` list) while the block runs; skips the test when it is missing."""
+        if missing_binaries("kube-controller-manager"):
+            pytest.skip("kube-controller-manager is not in KUBEBUILDER_ASSETS")
+        kubeconfig = str(self.admin_kubeconfig)
+        process = self._start(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--controllers={controllers}",
+                "--use-service-account-credentials=false",
+            ],
+        )
+        try:
+            yield self
+        finally:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
     def log_tail(self, name: str, lines: int = 40) -> str:
         path = self.root / f"{name}.log"

@@ -25,23 +25,22 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.cluster.envtest import ControlPlane, free_port, missing_binaries
+from tests.cluster.envtest import ControlPlane
 from tests.cluster.helpers import create, delete_quietly, wait_until
 from tests.dra_fidelity import (
     CASES_FILE,
     case_claims,
     case_slices,
-    case_spec,
     load_cases,
     node_object,
     real_layouts,
 )
+from tests.scheduler_cases import case_spec
 from vfcore.placement.dra.nvidia import nvidia_device_classes
 
 CASES = load_cases()
@@ -53,30 +52,10 @@ RESOURCE = "/apis/resource.k8s.io/v1"
 @pytest.fixture(scope="module")
 def controllers(scheduler: ControlPlane) -> Iterator[ControlPlane]:
     """kube-controller-manager: Jobs, Deployments and the claims made from templates."""
-    if missing_binaries("kube-controller-manager"):
-        pytest.skip("kube-controller-manager is not in KUBEBUILDER_ASSETS")
-    kubeconfig = str(scheduler.admin_kubeconfig)
-    process = scheduler._start(
-        "kube-controller-manager",
-        [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
-            "--controllers=job,deployment,replicaset,resourceclaim-controller",
-            "--use-service-account-credentials=false",
-        ],
-    )
-    try:
-        yield scheduler
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with scheduler.controller_manager(
+        "job,deployment,replicaset,resourceclaim-controller"
+    ) as plane:
+        yield plane
 
 
 def _flow_objects(case: dict[str, Any], run_id: str) -> list[dict[str, Any]]:

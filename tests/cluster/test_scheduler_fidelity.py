@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.cluster.envtest import ControlPlane, free_port, missing_binaries
+from tests.cluster.envtest import ControlPlane
 from tests.cluster.helpers import create, delete_quietly, wait_until
 from tests.scheduler_cases import (
     CASES_FILE,
@@ -51,30 +50,8 @@ RECORD = os.environ.get("VF_RECORD_SCHEDULER_FIDELITY") == "1"
 @pytest.fixture(scope="module")
 def controllers(scheduler: ControlPlane) -> Iterator[ControlPlane]:
     """kube-controller-manager beside the control plane: ReplicaSets, StatefulSets, Jobs."""
-    if missing_binaries("kube-controller-manager"):
-        pytest.skip("kube-controller-manager is not in KUBEBUILDER_ASSETS")
-    kubeconfig = str(scheduler.admin_kubeconfig)
-    process = scheduler._start(
-        "kube-controller-manager",
-        [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
-            "--controllers=deployment,replicaset,statefulset,job,disruption",
-            "--use-service-account-credentials=false",
-        ],
-    )
-    try:
-        yield scheduler
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with scheduler.controller_manager("deployment,replicaset,statefulset,job,disruption") as plane:
+        yield plane
 
 
 def _node(shape: dict[str, Any]) -> dict[str, Any]:

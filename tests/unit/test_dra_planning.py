@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from tests.dra_cases import allocated_claim, dra_cluster, gpu_pods, profile
-from vfcore import REALTIME, ConsumerNode, Flow, ProcessorNode, ProducerNode
+from tests.dra_cases import Sink, Src, Step, allocated_claim, dra_cluster, gpu_pods, profile
+from vfcore import REALTIME, Flow
 from vfcore.placement.claims import DraRequest
 from vfcore.placement.dra.inventory import DraInventory
 from vfcore.placement.dra.planning import (
@@ -63,18 +63,6 @@ def test_one_1g_and_two_3g_need_two_gpus(gpus, verdict):
 
 
 def _flow(*gibs, name="frag"):
-    class Src(ProducerNode):
-        def next(self):
-            raise StopIteration
-
-    class Step(ProcessorNode):
-        def process(self, x):
-            return x
-
-    class Sink(ConsumerNode):
-        def consume(self, x):
-            pass
-
     last = Src(name="src")
     for i, g in enumerate(gibs):
         last = Step(name=f"m{i}", device_type="gpu", gpu_memory_gib=g)(last)

@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.dra_cases import Sink, Src, Step
 from tests.manifest_schemas import check_k8s
 from vfadapters.kubernetes.apply import apply_order
 from vfadapters.kubernetes.remedy import with_claim_selectors
 from vfadapters.kubernetes.teardown import OPTIONAL_KINDS, TEARDOWN_KINDS
-from vfcore import REALTIME, ConsumerNode, Flow, ProcessorNode, ProducerNode
+from vfcore import REALTIME, Flow
 from vfcore.errors import InvalidInputError
 from vfcore.placement.dra.cel import compile_selector
 from vfcore.runtime.manifests import RenderOptions, render, run_selector
-
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-
-class Step(ProcessorNode):
-    def process(self, x):
-        return x
-
-
-class Sink(ConsumerNode):
-    def consume(self, x):
-        pass
 
 
 def _flow(name="video"):

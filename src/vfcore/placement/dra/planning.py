@@ -49,6 +49,7 @@ from vfcore.placement.claims import PodRequest
 from vfcore.placement.dra.inventory import ACCEPT, Amount, BlockType, DraInventory
 from vfcore.placement.fit import free_units, static_reasons
 from vfcore.placement.packing.cpsat import load_cp_model, run_solver
+from vfcore.placement.packing.patterns import Countable, maximal_counts
 from vfcore.placement.packing.report import PackingResult, SolverConfig, SolverReport
 from vfcore.quantity import PODS
 
@@ -476,56 +477,13 @@ def _maximal_patterns(
     shapes: Sequence[_Shape], node: _Node, k: int, limit: int
 ) -> list[tuple[int, ...]] | None:
     """Every maximal count per shape that fits one node, devices included; None past ``limit``."""
+
+    def served(shape: Countable, counts: list[int]) -> bool:
+        claim = shapes[shape.index].claim
+        return claim is None or node.devices.serves(_demand(shapes, counts, k))
+
     eligible = [s for s in shapes if node.index in s.eligible]
-    counts = [0] * len(shapes)
-    free = dict(node.free)
-    out: list[tuple[int, ...]] = []
-    steps = 0
-    pods_left = node.free_pods
-
-    def room(shape: _Shape) -> bool:
-        if pods_left < 1 or any(free.get(r, 0) < u for r, u in shape.requests.items()):
-            return False
-        if shape.claim is None:
-            return True
-        counts[shape.index] += 1
-        ok = node.devices.serves(_demand(shapes, counts, k))
-        counts[shape.index] -= 1
-        return ok
-
-    def visit(i: int) -> bool:
-        nonlocal steps, pods_left
-        steps += 1
-        if steps > limit:
-            return False
-        if i == len(eligible):
-            if not any(counts[s.index] < s.count and room(s) for s in eligible):
-                out.append(tuple(counts))
-            return True
-        shape = eligible[i]
-        most = min(shape.count, pods_left)
-        for r, u in shape.requests.items():
-            most = min(most, free.get(r, 0) // u) if u else most
-        while most > 0 and shape.claim is not None:
-            counts[shape.index] = most
-            if node.devices.serves(_demand(shapes, counts, k)):
-                break
-            most -= 1
-        for c in range(most, -1, -1):
-            counts[shape.index] = c
-            for r, u in shape.requests.items():
-                free[r] = free.get(r, 0) - c * u
-            pods_left -= c
-            ok = visit(i + 1)
-            for r, u in shape.requests.items():
-                free[r] += c * u
-            pods_left += c
-            counts[shape.index] = 0
-            if not ok:
-                return False
-        return True
-
-    return out if visit(0) else None
+    return maximal_counts(eligible, len(shapes), node.free, node.free_pods, limit, allows=served)
 
 
 def _result(

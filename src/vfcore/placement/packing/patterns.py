@@ -4,14 +4,15 @@ type use each maximal packing pattern."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from vfcore.placement.packing.cpsat import load_cp_model, run_solver
 from vfcore.placement.packing.report import SolverConfig, SolverReport, Status
 from vfcore.placement.packing.shapes import NodeRoom, Shape, max_on_node
 
-__all__ = ["solve_patterns"]
+__all__ = ["Countable", "maximal_counts", "solve_patterns"]
 
 
 _PATTERN_SEARCH_LIMIT = 200_000
@@ -36,24 +37,55 @@ def _node_types(shapes: list[Shape], nodes: list[NodeRoom]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _maximal_patterns(
-    shapes: list[Shape], node: NodeRoom, limit: int
+class Countable(Protocol):
+    """What :func:`maximal_counts` needs of a shape: its index, how many pods it has, and
+    what one pod requests."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def requests(self) -> Mapping[str, int]: ...
+
+
+def maximal_counts(
+    eligible: Sequence[Countable],
+    width: int,
+    free: Mapping[str, int],
+    pods: int,
+    limit: int,
+    *,
+    cap: Callable[[Countable], int] | None = None,
+    allows: Callable[[Countable, list[int]], bool] | None = None,
 ) -> list[tuple[int, ...]] | None:
-    """Every maximal way to fill one node (a count per shape); None past ``limit`` steps.
+    """Every maximal way to fill one node: a count per shape (``width`` of them), within
+    ``free`` resources and ``pods`` slots; None past ``limit`` steps.
 
     A pattern is maximal when no pod of any eligible shape can be added (within
     that shape's own count). Feasibility only ever needs maximal patterns: a
     packing using a smaller one uses a maximal one with slots left empty.
+    ``cap`` bounds a shape's pods on the node beyond resources and slots;
+    ``allows`` says whether counts (one shape's just raised) still fit what the
+    resources cannot say (DRA: the node's devices).
     """
-    eligible = [s for s in shapes if node.index in s.eligible]
-    free = dict(node.free)
-    counts = [0] * len(shapes)
+    room = dict(free)
+    counts = [0] * width
     out: list[tuple[int, ...]] = []
     steps = 0
-    pods_left = node.free_pods
+    pods_left = pods
 
-    def room_for(shape: Shape) -> bool:
-        return pods_left >= 1 and all(free.get(r, 0) >= u for r, u in shape.requests.items())
+    def fits_one_more(shape: Countable) -> bool:
+        if pods_left < 1 or any(room.get(r, 0) < u for r, u in shape.requests.items()):
+            return False
+        if allows is None:
+            return True
+        counts[shape.index] += 1
+        ok = allows(shape, counts)
+        counts[shape.index] -= 1
+        return ok
 
     def visit(k: int) -> bool:
         nonlocal steps, pods_left
@@ -61,22 +93,27 @@ def _maximal_patterns(
         if steps > limit:
             return False
         if k == len(eligible):
-            if not any(counts[s.index] < s.count and room_for(s) for s in eligible):
+            if not any(counts[s.index] < s.count and fits_one_more(s) for s in eligible):
                 out.append(tuple(counts))
             return True
         shape = eligible[k]
-        most = min(shape.count, max_on_node(shape, node))
+        most = min(shape.count, pods_left, cap(shape) if cap is not None else shape.count)
         for r, u in shape.requests.items():
-            most = min(most, free.get(r, 0) // u)
-        most = min(most, pods_left)
+            if u:
+                most = min(most, room.get(r, 0) // u)
+        while most > 0 and allows is not None:
+            counts[shape.index] = most
+            if allows(shape, counts):
+                break
+            most -= 1
         for c in range(most, -1, -1):
             counts[shape.index] = c
             for r, u in shape.requests.items():
-                free[r] = free.get(r, 0) - c * u
+                room[r] = room.get(r, 0) - c * u
             pods_left -= c
             ok = visit(k + 1)
             for r, u in shape.requests.items():
-                free[r] += c * u
+                room[r] += c * u
             pods_left += c
             counts[shape.index] = 0
             if not ok:
@@ -84,6 +121,18 @@ def _maximal_patterns(
         return True
 
     return out if visit(0) else None
+
+
+def _maximal_patterns(
+    shapes: list[Shape], node: NodeRoom, limit: int
+) -> list[tuple[int, ...]] | None:
+    """Every maximal way to fill one node (a count per shape); None past ``limit`` steps."""
+
+    def cap(shape: Countable) -> int:
+        return max_on_node(shapes[shape.index], node)
+
+    eligible = [s for s in shapes if node.index in s.eligible]
+    return maximal_counts(eligible, len(shapes), node.free, node.free_pods, limit, cap=cap)
 
 
 def solve_patterns(

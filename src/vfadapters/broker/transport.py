@@ -487,12 +487,14 @@ class BrokerTransport:
     # -- the WorkerTransport protocol ----------------------------------------------------
 
     def attach(self, cfg: NodeConfig) -> None:
-        """Connect, make or find the run's objects; a named refusal (``no-jetstream``,
-        an unreachable server) is kept in :attr:`attach_error` for ``vf worker``."""
+        """Connect, make or find the run's objects; a server without JetStream
+        (``no-jetstream``) is kept in :attr:`attach_error` for ``vf worker`` (exit 2;
+        an unreachable server stays a runtime failure, exit 1)."""
         try:
             self._attach(cfg)
         except InvalidInputError as exc:
-            self.attach_error = exc
+            if exc.rule == "no-jetstream":  # the server is not what a run needs: bad input
+                self.attach_error = exc
             raise
 
     def _attach(self, cfg: NodeConfig) -> None:

@@ -146,8 +146,8 @@ def _print_events(name: str) -> Callable[[tuple[Any, ...]], None]:
             # the node's own code gets its traceback; the transport's failures
             # (connecting, finishing) say what failed and why, without one
             own = phase not in ("connect", "finish")
-            if phase == "connect" and error.startswith(("BrokerError:", "InvalidInputError:")):
-                return  # a named refusal: run_worker raises it, the CLI prints it once
+            if phase == "connect" and error.startswith("BrokerError: no-jetstream"):
+                return  # run_worker raises it, the CLI prints it once
             sys.stderr.write(f"[{name}] failed in {phase}(): {error}\n" + (tb if own else ""))
         elif kind == "log":
             sys.stderr.write(event[2] + "\n")

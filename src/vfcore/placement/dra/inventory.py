@@ -149,6 +149,7 @@ class SelectorAnswers:
 
     answers: dict[tuple[str, str, object], int] = field(default_factory=dict)
     misses: dict[str, int] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
 
 
 class DraInventory:
@@ -251,10 +252,15 @@ class DraInventory:
         key = selector.key_of(view)
         cache = self._answers
         misses = cache.misses.get(selector.expression, 0)
-        cached = key is not None and misses <= _CACHE_MISSES
+        # past _CACHE_MISSES, kept only while it hits as often as it misses (a MIG pin's
+        # parentUUID repeats on every device of its GPU; a whole GPU's uuid never repeats)
+        cached = key is not None and (
+            misses <= _CACHE_MISSES or cache.hits.get(selector.expression, 0) >= misses
+        )
         if cached:
             found = cache.answers.get((selector.expression, driver, key))
             if found is not None:
+                cache.hits[selector.expression] = cache.hits.get(selector.expression, 0) + 1
                 return found
         got = selector.evaluate(view)
         verdict = ERROR if isinstance(got, CelError) else ACCEPT if got is True else REJECT

@@ -77,7 +77,7 @@ def test_competing_replicas_deliver_every_item_exactly_once(
         tmp_path,
         f"""
         src = Numbers(3_000, name="src")
-        work = Tag("w", name="work", nb_tasks=2, sleep=0.0002)(src)
+        work = Tag("w", name="work", nb_tasks=2, sleep=0.0005)(src)
         sink = Record({str(out)!r}, name="sink")(work)
         raw = Record({str(raw)!r}, name="raw")(src)   # fan-out: src feeds work and raw
         flow = Flow([sink, raw], flow_type=BATCH)

@@ -87,9 +87,23 @@ async def read_letters(nc: Any, topo: BrokerTopology, *, limit: int = 100_000) -
 
 
 async def replay_letters(
-    nc: Any, spec: FlowSpec, topo: BrokerTopology, letters: list[Letter]
+    nc: Any, spec: FlowSpec, topo: BrokerTopology, letters: list[Letter], run_key: bytes
 ) -> tuple[int, list[tuple[Letter, str]]]:
-    """Send replayable letters back; (replayed, [(letter, why it was not)])."""
+    """Send replayable letters back; (replayed, [(letter, why it was not)]).
+
+    A letter's record is checked against the run key first (it was sealed for the
+    letter's node when the letter was written) and sealed again for the edge it goes
+    back on: only what verifies is ever sent, or decoded here.
+    """
+    from vfadapters.broker.sealing import (
+        RecordOpener,
+        RecordSealer,
+        edge_domain,
+        letter_domain,
+        unsealed,
+    )
+
+    opener, sealer = RecordOpener(run_key), RecordSealer(run_key)
     js = nc.jetstream()
     stream = topo.dead_letters.config.name
     replayed = 0
@@ -105,10 +119,15 @@ async def replay_letters(
         except KeyError:
             skipped.append((letter, f"the flow has no edge {parent} → {node}"))
             continue
+        why_not = opener.check(letter.data, letter_domain(node))
+        if why_not is not None:
+            skipped.append((letter, f"its record was refused, not replayed: {why_not}"))
+            continue
+        record = unsealed(letter.data)
         subject = edge.subjects[0]
         if edge.routing == "partitioned":
             try:
-                trace_id, _, meta, _, _ = unpack(letter.data)[0]
+                trace_id, _, meta, _, _ = unpack(record)[0]
             except Exception as exc:  # truncated or foreign: the letter stays where it is
                 skipped.append(
                     (letter, f"its record cannot be decoded ({type(exc).__name__}: {exc})")
@@ -122,7 +141,7 @@ async def replay_letters(
         try:
             await js.publish(
                 subject,
-                letter.data,
+                bytes(sealer.sealed_copy(record, edge_domain(parent, node))),
                 timeout=10.0,
                 headers={"Nats-Msg-Id": f"replay.{stream}.{letter.seq}"},
             )

@@ -5,7 +5,9 @@ payload, emit time) in one NATS message, laid out exactly as a record in the
 local executor's rings, so both transports decode with the same
 :func:`vfadapters.runtime.codec.decode`: a 16-byte header (``VFR1``, the message
 count, the number of out-of-band buffers), the lengths, the pickle body, then
-each numpy/bytes/tensor buffer raw on a 64-byte boundary.
+each numpy/bytes/tensor buffer raw on a 64-byte boundary. Over a broker every
+record carries a seal after it (:mod:`vfadapters.broker.sealing`): ``pack`` with a
+sealer writes it, a reader checks it before :func:`unpack`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from vfadapters.broker.sealing import SEAL_BYTES, RecordSealer
 from vfadapters.runtime.codec import decode, encode, record_size
 
 __all__ = ["MAGIC", "pack", "unpack"]
@@ -22,11 +25,17 @@ MAGIC = b"VFR1"
 _HEADER = struct.Struct("<4sIII")
 
 
-def pack(envelopes: Sequence[tuple[Any, ...]]) -> bytearray:
-    """The record of ``envelopes`` (one NATS message body)."""
+def pack(
+    envelopes: Sequence[tuple[Any, ...]],
+    sealer: RecordSealer | None = None,
+    domain: str = "",
+) -> bytearray:
+    """The record of ``envelopes`` (one NATS message body), sealed for ``domain``
+    when a ``sealer`` is given (the seal follows the record: no copy)."""
     body, buffers = encode(envelopes)
     lengths = [len(body), *(b.nbytes for b in buffers)]
-    out = bytearray(record_size(len(body), lengths[1:]))
+    size = record_size(len(body), lengths[1:])
+    out = bytearray(size + (SEAL_BYTES if sealer is not None else 0))
     _HEADER.pack_into(out, 0, MAGIC, len(envelopes), len(buffers), 0)
     struct.pack_into(f"<{len(lengths)}Q", out, 16, *lengths)
     p = (16 + 8 * len(lengths) + 7) & ~7
@@ -37,6 +46,8 @@ def pack(envelopes: Sequence[tuple[Any, ...]]) -> bytearray:
         n = buf.nbytes
         out[p : p + n] = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
         p += n
+    if sealer is not None:
+        sealer.seal(out, size, domain)
     return out
 
 

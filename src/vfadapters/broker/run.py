@@ -44,6 +44,7 @@ from vfadapters.broker.client import (
     delete_topology,
     ensure_topology,
     jetstream_required,
+    shown_url,
 )
 from vfadapters.broker.transport import BrokerPlan
 from vfadapters.broker.worker import node_config, worker_main
@@ -85,6 +86,8 @@ class BrokerRunOptions:
     topology: TopologyOptions = field(default_factory=TopologyOptions)
     keep_streams: bool = False
     resume: bool = False
+    #: where the run's key is (read; written first for a new run when missing)
+    run_key_file: str | None = None
 
 
 class EdgeCounters:
@@ -219,6 +222,9 @@ class BrokerRun:
         self.broker_errors = 0
         self.duplicates = 0
         self.claimed = False
+        self.fresh = False  # the claim made the run (not a resume)
+        self.run_key = b""
+        self.key_path: Path | None = None  # the key store's file, while the run keeps one
         self.next_beat = 0.0
         self.state: RunState
         self.tallies: dict[str, NodeTally] = {}
@@ -287,6 +293,52 @@ class BrokerRun:
         whose owner is gone (no heartbeat for :data:`STALE_OWNER_S`)."""
         self.bridge.run(self._claim(), timeout_s=60)
         self.claimed = True
+        self.run_key = self.obtain_key()
+
+    def obtain_key(self) -> bytes:
+        """The run's key (vfadapters/broker/keys.py): an embedded server's lives in memory;
+        a new run makes one (into ``--run-key-file`` when it names no file yet, else into
+        the key store); a resumed run reads the one it was started with."""
+        from vfadapters.broker.client import check_broker_url
+        from vfadapters.broker.keys import (
+            KEY_FILE_ENV,
+            new_run_key,
+            read_run_key,
+            resolve_run_key,
+            store_path,
+            write_run_key,
+        )
+
+        if self.server is not None:
+            return new_run_key()
+        explicit = self.bopts.run_key_file
+        if explicit and self.fresh and not Path(explicit).exists():
+            key = new_run_key()
+            write_run_key(Path(explicit), key)
+            return key
+        if explicit:
+            return read_run_key(explicit)
+        host, port = check_broker_url(self.url)
+        stored = store_path(host, port, self.topo.control.bucket)
+        if self.fresh and not os.environ.get(KEY_FILE_ENV):
+            key = new_run_key()
+            from vfadapters.broker.keys import forget_run_key
+
+            forget_run_key(stored)  # a stale file of a run id the server no longer has
+            write_run_key(stored, key)
+            self.key_path = stored
+            return key
+        key_found = resolve_run_key(None, stored)
+        if key_found is None:
+            raise InvalidInputError(
+                "run-key-missing",
+                f"run {self.run_id} exists on {shown_url(self.url)}, but its key is not in "
+                f"this machine's key store ({stored}) and --run-key-file names none",
+                "resume it where it was started, or give the key file with --run-key-file "
+                f"(or ${KEY_FILE_ENV})",
+            )
+        self.key_path = stored if stored.exists() else None
+        return key_found
 
     async def _claim(self) -> None:
         from nats.js.api import KeyValueConfig, StorageType
@@ -307,6 +359,7 @@ class BrokerRun:
             )
             exists = False
         self.kv = kv
+        self.fresh = not exists
         doc = self.owner_doc()
         if exists and not self.bopts.resume:
             other: dict[str, Any] = {}
@@ -447,6 +500,7 @@ class BrokerRun:
                     node_blob=blob,
                     preload=preload,
                     connect_wait_s=60.0,
+                    run_key=self.run_key,
                 )
                 replicas[pod.slot] = Replica(node.name, pod.replica, pod.slot, pod.name, plan)
         ctl = array("Q", [0] * (CTL.BASE + layout.slots * SLOT.FIELDS))
@@ -825,7 +879,12 @@ class BrokerRun:
                 self.bridge.run(sub.unsubscribe(), timeout_s=5)
         if self.bridge.nc is not None and self.claimed and not self.bopts.keep_streams:
             with contextlib.suppress(Exception):
-                self.bridge.run(delete_topology(self.bridge.nc, self.topo), timeout_s=30)
+                deleted = self.bridge.run(delete_topology(self.bridge.nc, self.topo), timeout_s=30)
+                kept = self.topo.dead_letters.config.name not in deleted  # it holds letters
+                if self.key_path is not None and not kept:  # the run is gone: its key too
+                    from vfadapters.broker.keys import forget_run_key
+
+                    forget_run_key(self.key_path)
         with contextlib.suppress(Exception):
             self.bridge.close()
         if self.server is not None:

@@ -45,10 +45,11 @@ from typing import Any, Literal
 
 from vfadapters.broker.client import Bridge, api_request, ensure_topology, jetstream_required
 from vfadapters.broker.record import header, pack
+from vfadapters.broker.sealing import RecordOpener, RecordSealer, edge_domain, letter_domain
 from vfadapters.runtime.codec import decode
 from vfadapters.runtime.config import CTL, SLOT, NodeConfig, slot_base
 from vfadapters.runtime.letters import DeadLetter
-from vfadapters.runtime.ports import Envelope, OutputKey, Tally
+from vfadapters.runtime.ports import Envelope, OutputKey, RecordRefused, Tally
 from vfadapters.runtime.worker import Aborted, ProducerSegment, ResumePlan
 from vfcore import InvalidInputError
 from vfcore.runtime import BrokerTopology, TopologyConsumer, TopologyOptions
@@ -109,6 +110,9 @@ class BrokerPlan:
     parent_tokens: tuple[str, ...] = field(default=())
     #: how long the first connection is retried (a server restarting under a run)
     connect_wait_s: float = 0.0
+    #: the run's key: every record written is sealed under it, every record read is
+    #: checked against it before it is decoded (vfadapters/broker/sealing.py)
+    run_key: bytes = b""
 
 
 class BrokerControl:
@@ -140,6 +144,7 @@ class BrokerBatch:
         "origin",
         "outstanding",
         "redelivered",
+        "refused",
         "settled",
         "tally",
         "undecodable",
@@ -156,8 +161,11 @@ class BrokerBatch:
         self.redelivered = msg.metadata.num_delivered > 1
         self.tally: Tally | None = None
         self.undecodable: str | None = None
+        self.refused: RecordRefused | None = None
 
     def envelopes(self) -> list[Envelope]:
+        if self.refused is not None:
+            raise self.refused
         if self.undecodable is not None:
             raise ValueError(self.undecodable)
         return decode(memoryview(self.data), self.nbufs)
@@ -173,6 +181,7 @@ class StreamInput:
         self.parent = parent
         self.token = token
         self.consumer = consumer
+        self.domain = edge_domain(parent, t.cfg.node)  # what its records must be sealed for
         self.sub: Any = None
         self.buffer: deque[Any] = deque()
         self.held = 0  # claimed and not yet acknowledged
@@ -254,8 +263,18 @@ class StreamInput:
                 undecodable = (
                     f"a message of {len(msg.data)} bytes on {msg.subject} is not a vf record"
                 )
+        refused = None
+        if head is not None:
+            why = t.opener.check(data, self.domain)
+            if why is not None:  # never decoded: a dead letter with the reason
+                refused = RecordRefused(
+                    "record-unauthenticated",
+                    f"a message of {len(data)} bytes on {msg.subject} was refused: {why}",
+                )
+                head = None
         batch = BrokerBatch(msg, data, head[0] if head else 1, head[1] if head else 0, origin)
         batch.undecodable = undecodable
+        batch.refused = refused
         if (
             time.monotonic() - t.bridge.reconnected_at < t.suspect_s
             or time.time() < t.suspect_until
@@ -375,9 +394,12 @@ async def _nak_all(msgs: list[Any]) -> None:
 class SubjectOutlet:
     """Where one edge's (partition's) chunks are published."""
 
-    def __init__(self, t: BrokerTransport, subject: str, child: str, partition: int) -> None:
+    def __init__(
+        self, t: BrokerTransport, subject: str, child: str, partition: int, domain: str
+    ) -> None:
         self.t = t
         self.subject = subject
+        self.domain = domain  # what its records are sealed for: the edge
         self.child = child  # the child's token
         self.partition = partition
         self.written = 0
@@ -410,19 +432,20 @@ class StreamLetters:
     def put(self, letter: DeadLetter, envelope: Envelope | None) -> None:
         t = self.t
         doc = letter.to_dict()
+        domain = letter_domain(t.cfg.node)  # replay checks it, then seals it for its edge
         record: bytes | bytearray
         if envelope is None:
             doc["replayable"] = False
-            record = pack([])
+            record = pack([], t.sealer, domain)
         else:
             try:
-                record = pack([envelope])
+                record = pack([envelope], t.sealer, domain)
             except Exception:  # a payload that cannot be pickled: listed, not replayable
                 doc["replayable"] = False
-                record = pack([])
+                record = pack([], t.sealer, domain)
             if len(record) > t.max_payload - 64 * 1024:
                 doc["replayable"] = False
-                record = pack([])
+                record = pack([], t.sealer, domain)
         subject = t.topo.dead_letters.subject_of(t.cfg.node)
         headers = {"Vf-Dead-Letter": json.dumps(doc, default=repr), "Nats-Msg-Id": letter.id}
         t.dead_letter_count += 1
@@ -453,6 +476,9 @@ class BrokerTransport:
         self.bridge = Bridge()
         self.control = BrokerControl()
         self.letters = StreamLetters(self)
+        # records no stranger can forge: sealed when written, checked before decoding
+        self.sealer = RecordSealer(plan.run_key)
+        self.opener = RecordOpener(plan.run_key)
         # what the node wrote since the last delivery: outputs and letters, ledger entries
         self.outbox: list[tuple[str, Any, dict[str, str] | None, SubjectOutlet | None]] = []
         self.outbox_bytes = 0
@@ -567,7 +593,8 @@ class BrokerTransport:
         plan = self.cfg.edges[edge]
         route = self.topo.edge(self.cfg.node, plan.child)
         token = self.topo.control.token_of(plan.child)
-        outlets = [SubjectOutlet(self, s, token, i) for i, s in enumerate(route.subjects)]
+        domain = edge_domain(self.cfg.node, plan.child)
+        outlets = [SubjectOutlet(self, s, token, i, domain) for i, s in enumerate(route.subjects)]
         while len(self.outlets_) <= edge:
             self.outlets_.append([])
         self.outlets_[edge] = outlets
@@ -735,7 +762,7 @@ class BrokerTransport:
 
     def publish(self, outlet: SubjectOutlet, envelopes: list[Envelope], msg_id: str | None) -> None:
         """Queue one chunk for the next delivery (packed here, sent from the loop thread)."""
-        data = pack(envelopes)
+        data = pack(envelopes, self.sealer, outlet.domain)
         outlet.written += len(envelopes)
         outlet.records += 1
         payload: Any = data

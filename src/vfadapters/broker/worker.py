@@ -83,6 +83,8 @@ class WorkerOptions:
     #: nodes whose replicas may be added while they run (autoscaling, KEDA): they
     #: fetch one message at a time and get small batches, so new replicas find work
     scalable: tuple[str, ...] = ()
+    #: the run's key (records are sealed under it: vfadapters/broker/sealing.py)
+    run_key: bytes = b""
 
 
 def node_config(
@@ -188,6 +190,7 @@ def run_worker(spec: FlowSpec, node_obj: Any, node: str, opts: WorkerOptions) ->
         flow=spec,
         scalable=opts.scalable,
         create_topology=opts.create_topology,
+        run_key=opts.run_key,
     )
     transport = BrokerTransport(plan, topo, node_obj, _print_events(cfg.pod))
     if opts.parent_death:

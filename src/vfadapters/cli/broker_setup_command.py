@@ -87,9 +87,40 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
     finally:
         bridge.close()
     doc = topo.to_dict()
+    where = _ensure_run_key(args.run_key_file, args.broker, topo.control.bucket)
     print(
         f"run {run_id} of {spec.name}: {len(doc['streams']) + 1} streams, "
         f"{len(topo.consumers)} consumers and bucket {topo.control.bucket} ready on "
-        f"{shown_url(args.broker)}"
+        f"{shown_url(args.broker)}; its key: {where}"
     )
     return EXIT_OK
+
+
+def _ensure_run_key(explicit: str | None, url: str, bucket: str) -> str:
+    """Where the run's key is, made there first when missing (never replaced: workers
+    may hold it already)."""
+    import os
+    from pathlib import Path
+
+    from vfadapters.broker.client import check_broker_url
+    from vfadapters.broker.keys import (
+        KEY_FILE_ENV,
+        new_run_key,
+        read_run_key,
+        store_path,
+        write_run_key,
+    )
+
+    if explicit:
+        path = Path(explicit)
+    elif os.environ.get(KEY_FILE_ENV):
+        read_run_key(os.environ[KEY_FILE_ENV], what=f"${KEY_FILE_ENV}")  # given: readable?
+        return f"${KEY_FILE_ENV} ({os.environ[KEY_FILE_ENV]})"
+    else:
+        host, port = check_broker_url(url)
+        path = store_path(host, port, bucket)
+    if path.exists():
+        read_run_key(path)
+        return f"{path} (kept)"
+    write_run_key(path, new_run_key())
+    return f"{path} (new: give it to every worker with --run-key-file or ${KEY_FILE_ENV})"

@@ -96,6 +96,13 @@ def _cmd_broker_teardown(args: argparse.Namespace) -> int:
         )
     finally:
         bridge.close()
+    kept_letters = topo.dead_letters.config.name not in deleted and not args.dead_letters
+    if not kept_letters:  # nothing of the run is left to read: its stored key goes too
+        from vfadapters.broker.client import check_broker_url
+        from vfadapters.broker.keys import forget_run_key, store_path
+
+        host, port = check_broker_url(args.broker)
+        forget_run_key(store_path(host, port, topo.control.bucket))
     if not deleted and not args.ignore_not_found:
         raise InvalidInputError(
             "run-not-found",

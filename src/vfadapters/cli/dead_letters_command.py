@@ -35,6 +35,9 @@ def register(sub: Any) -> None:
         "--limit", type=int, default=10_000, metavar="N", help="read at most N letters (10000)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    from vfadapters.cli.worker_command import add_run_key_option
+
+    add_run_key_option(p)  # --replay checks each letter's seal and seals it again
     p.set_defaults(handler=_cmd_dead_letters)
 
 
@@ -50,6 +53,13 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
     check_broker_url(args.broker)
     _, spec = load_runnable(args.flow)
     topo = broker_topology(spec, run_id)
+    run_key = b""
+    if args.replay:
+        from vfadapters.broker.keys import require_run_key
+
+        run_key = require_run_key(
+            args.run_key_file, args.broker, topo.control.bucket, run_id, "vf dead-letters --replay"
+        )
     bridge = Bridge()
     try:
         bridge.connect(args.broker, name=f"vf dead-letters {spec.name} {run_id}")
@@ -59,7 +69,7 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
             letters = bridge.run(read_letters(bridge.nc, topo, limit=args.limit), timeout_s=120)
             if args.replay:
                 replayed, skipped = bridge.run(
-                    replay_letters(bridge.nc, spec, topo, letters), timeout_s=300
+                    replay_letters(bridge.nc, spec, topo, letters, run_key), timeout_s=300
                 )
     finally:
         bridge.close()

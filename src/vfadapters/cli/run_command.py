@@ -165,6 +165,9 @@ def register(sub: Any) -> None:
         "whose coordinator died: what its consumers hold is processed, its producers resume "
         "(default: a run id whose streams exist is refused, run-exists)",
     )
+    from vfadapters.cli.worker_command import add_run_key_option
+
+    add_run_key_option(p)
     p.set_defaults(handler=_cmd_run)
 
 
@@ -229,6 +232,7 @@ def _run_on_broker(args: argparse.Namespace) -> Any:
         topology=topology_options(args, args.realtime_keep),
         keep_streams=args.keep_streams,
         resume=args.resume,
+        run_key_file=args.run_key_file,
     )
     return run_on_broker(args.flow, options, bopts)
 

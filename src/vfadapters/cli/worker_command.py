@@ -81,6 +81,19 @@ def add_broker_options(p: Any) -> None:
         metavar="N",
         help="messages a consumer may have in flight, unacknowledged (1024)",
     )
+    add_run_key_option(p)
+
+
+def add_run_key_option(p: Any) -> None:
+    """``--run-key-file``: the file holding the run's key (docs/security.md)."""
+    p.add_argument(
+        "--run-key-file",
+        metavar="PATH",
+        default=None,
+        help="the file holding the run's key, which seals its records (default: "
+        "$VF_RUN_KEY_FILE, else this user's key store; vf run and vf broker-setup write a "
+        "new run's key there when it names no file yet)",
+    )
 
 
 def topology_options(args: argparse.Namespace, realtime_keep: int | None = None) -> Any:
@@ -161,8 +174,14 @@ def _cmd_worker(args: argparse.Namespace) -> int:
             "no partition",
             f"use 0..{nspec.nb_tasks - 1}",
         )
+    from vfadapters.broker.keys import require_run_key
+    from vfcore.runtime import broker_topology
+
+    bucket = broker_topology(spec, run_id, topology).control.bucket
+    run_key = require_run_key(args.run_key_file, args.broker, bucket, run_id, "vf worker")
     opts = WorkerOptions(
         url=args.broker,
+        run_key=run_key,
         run_id=run_id,
         replica=replica,
         retries=args.retries,

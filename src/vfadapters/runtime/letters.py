@@ -28,8 +28,9 @@ class DeadLetter:
     """One given-up item (see the module docstring).
 
     ``reason``: ``raised`` (the node kept raising), ``unroutable to <child>``,
-    ``join-incomplete`` / ``join-evicted`` / ``join-error``, or
-    ``record-undecodable``; ``parent``: the edge it came in by (None for a
+    ``join-incomplete`` / ``join-evicted`` / ``join-error``,
+    ``record-undecodable``, or ``record-unauthenticated`` (a broker record whose
+    seal does not verify under the run's key: never decoded); ``parent``: the edge it came in by (None for a
     join's group, or a producer's item); ``payload``: a short repr for people;
     ``replayable``: whether its envelope was kept for ``vf dead-letters --replay``.
     """

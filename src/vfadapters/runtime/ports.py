@@ -41,6 +41,7 @@ __all__ = [
     "LetterNotWritten",
     "Outlet",
     "OutputKey",
+    "RecordRefused",
     "Tally",
 ]
 
@@ -179,6 +180,15 @@ class Control(Protocol):
     def aborting(self) -> bool: ...
 
     def active(self) -> bool: ...
+
+
+class RecordRefused(ValueError):
+    """An input record its transport refuses to decode; ``reason`` is the dead letter's
+    (``record-unauthenticated``: its seal does not verify under the run's key)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class LetterNotWritten(Exception):

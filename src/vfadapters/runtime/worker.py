@@ -51,6 +51,7 @@ from vfadapters.runtime.ports import (
     LetterNotWritten,
     Outlet,
     OutputKey,
+    RecordRefused,
     Tally,
 )
 from vfcore import owner_of
@@ -886,21 +887,23 @@ class Worker:
             inp.settle([batch], tally)
 
     def undecodable(self, inp: InputPort, batch: Batch, exc: BaseException) -> None:
-        """A record that cannot be decoded: one dead letter for it, never a crashed worker."""
+        """A record that cannot be decoded, or that its transport refused to decode (its
+        seal does not verify): one dead letter for it, never a crashed worker."""
         self.begin_origin(batch.origin, batch, [1] * len(self.edges))
+        refused = isinstance(exc, RecordRefused)
         self.dead_letter(
             None,
-            f"{type(exc).__name__}: {exc}",
+            str(exc) if refused else f"{type(exc).__name__}: {exc}",
             None,
             attempts=1,
-            reason="record-undecodable",
+            reason=exc.reason if isinstance(exc, RecordRefused) else "record-undecodable",
             parent=inp.parent,
         )
         self.logger.error(
-            "an input record from %s could not be decoded (%s: %s): dead-lettered",
+            "an input record from %s %s (%s): dead-lettered",
             inp.parent,
-            type(exc).__name__,
-            exc,
+            "was refused, not decoded" if refused else "could not be decoded",
+            exc if refused else f"{type(exc).__name__}: {exc}",
         )
         # not written by the parent (a record no writer of this run makes): not counted as
         # received on the edge; one letter for the record

@@ -30,9 +30,9 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, event, given, note, settings
+from hypothesis import HealthCheck, Phase, event, example, given, note, settings
 
-from tests.support.faults import Scenario, run_scenario, scenarios
+from tests.support.faults import Fault, Scenario, run_scenario, scenarios
 
 #: examples per transport in `make test` (bench/soak_faults.py runs many more)
 EXAMPLES = int(os.environ.get("VF_FAULT_EXAMPLES", "4"))
@@ -56,5 +56,9 @@ def test_shared_memory_delivers_every_item_once_under_faults(scenario: Scenario)
 
 @SETTINGS
 @given(scenarios("broker"))
+# found by a random run: the producer killed while its only open segment was stored as
+# done, then a partitioned replica: 4 items lost in half the runs (fixed: a segment is
+# open before the done position moves)
+@example(Scenario("partitioned", 2, (Fault(0.97, "kill", "src/0"), Fault(0.25, "kill", "a/0"))))
 def test_the_broker_delivers_every_item_once_under_faults(scenario: Scenario) -> None:
     run_scenario(scenario, "broker", note, event)

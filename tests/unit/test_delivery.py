@@ -108,6 +108,10 @@ def test_batch_limit(kwargs: dict[str, object], expected: int) -> None:
 def test_the_books_of_a_run_that_lost_nothing_balance() -> None:
     books = check_books(CHAIN, balanced_chain())
     assert books.balanced and books.problems == () and books.checked > 0
+    from dataclasses import replace
+
+    spanned = {**balanced_chain(), "src": replace(balanced_chain()["src"], span=10)}
+    assert check_books(CHAIN, spanned).balanced  # the source went exactly as far as written
 
 
 @pytest.mark.parametrize(
@@ -118,6 +122,11 @@ def test_the_books_of_a_run_that_lost_nothing_balance() -> None:
         (("work", "outputs", 8), "node work: 8 output(s) but 7 written to sink"),
         (("src", "produced", 11), "producer src: 11 produced but 10 output(s)"),
         (("work", "filtered", 3), "node work: 10 received but 7 output(s), 3 filtered"),
+        (
+            ("src", "span", 14),
+            "producer src: its sources went through 14 item(s) but 10 were written (4 skipped)",
+        ),
+        (("src", "span", 9), "(1 written twice)"),
     ],
     ids=[
         "a duplicate at the sink",
@@ -125,6 +134,8 @@ def test_the_books_of_a_run_that_lost_nothing_balance() -> None:
         "an output never written",
         "an item produced and never sent",
         "an item counted twice",
+        "a restarted producer skipped a segment of its source",
+        "a restarted producer wrote a segment again",
     ],
 )
 def test_one_count_off_unbalances_the_books_and_says_which(

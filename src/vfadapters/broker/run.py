@@ -144,6 +144,7 @@ class Ledger:
         self.last_seq = 0
         self.lock = threading.Lock()
         self.sums: dict[str, dict[str, Any]] = {}
+        self.spans: dict[str, dict[int, int]] = {}  # producer → replica → furthest item
 
     def add(self, subject: str, seq: int, data: bytes) -> None:
         try:
@@ -160,6 +161,14 @@ class Ledger:
             )
             t = doc.get("t") or {}
             parent = doc.get("p")
+            seg = subject.rsplit(".s.", 1)
+            if parent is None and len(seg) == 2 and t.get("produced"):
+                # a producer's segment s.<replica>.<start>: how far its source went
+                replica, _, start = seg[1].partition(".")
+                with contextlib.suppress(ValueError):
+                    ends = self.spans.setdefault(str(doc.get("n")), {})
+                    end = int(start) + int(t["produced"])
+                    ends[int(replica)] = max(ends.get(int(replica), 0), end)
             if parent is not None and t.get("received"):
                 node["received"][parent] = node["received"].get(parent, 0) + int(t["received"])
             for name in self._COUNTS:
@@ -179,6 +188,7 @@ class Ledger:
                     received=dict(sums.get("received", {})),
                     emitted=dict(sums.get("emitted", {})),
                     unroutable=dict(sums.get("unroutable", {})),
+                    span=sum(self.spans[n.name].values()) if n.name in self.spans else None,
                     **{name: int(sums.get(name, 0)) for name in self._COUNTS},
                 )
         return out

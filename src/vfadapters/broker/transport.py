@@ -716,8 +716,11 @@ class BrokerTransport:
         if self.realtime:
             self.deliver(now=True)
             return
-        self._forget_finished_segments()
+        # this segment is open before anything is forgotten: the position stored as done
+        # is then never past its start (done past an open segment lost it on a restart:
+        # the segment was cut again from its end, and its items never written)
         self.open_segments.append(segment)
+        self._forget_finished_segments()
         intent = self._put_segments()
         self.ledger(SegmentOrigin(self.cfg.replica, segment.start), tally, None)
         segment.stored = self.deliver(after=intent, now=True)

@@ -490,6 +490,8 @@ class LocalRun:
                 duplicates=f(node, SLOT.DUPLICATES),
                 emitted=emitted,
                 unroutable=unroutable.get(spec.name, {}),
+                # how far the sources went: each producer replica's position
+                span=f(node, SLOT.POSITION) if spec.is_producer else None,
             )
         return check_books(self.spec, tallies, edge_tallies, drained=drained)
 

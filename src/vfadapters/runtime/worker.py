@@ -661,7 +661,8 @@ class Worker:
         planned: deque[ProducerSegment] = deque()
         plan = self.t.producer_resume()
         if plan is not None and (plan.position or plan.segments):
-            position = plan.position
+            # the segments of the last life are cut again from the first one's start
+            position = plan.segments[0].start if plan.segments else plan.position
             resume = getattr(node, "resume", None)
             if position and not callable(resume):
                 raise ProducerNotResumable(

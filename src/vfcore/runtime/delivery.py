@@ -180,7 +180,10 @@ class NodeTally:
     been emitted; ``rejected``: records on an input edge that no writer of the
     run made (they cannot be decoded: each is one dead letter, and is not counted
     as received); ``emitted``: items written to each child; ``unroutable``:
-    items that could not be routed to a partitioned child (dead-lettered).
+    items that could not be routed to a partitioned child (dead-lettered);
+    ``span``: a producer's, how far its replicas went through their sources (the
+    sum of their last positions; None: not observed) — ``produced`` must equal it,
+    or a restart skipped (or repeated) items of the source.
     """
 
     node: str
@@ -197,6 +200,7 @@ class NodeTally:
     rejected: int = 0
     emitted: Mapping[str, int] = field(default_factory=dict)
     unroutable: Mapping[str, int] = field(default_factory=dict)
+    span: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -214,6 +218,7 @@ class NodeTally:
             "rejected": self.rejected,
             "emitted": dict(sorted(self.emitted.items())),
             "unroutable": dict(sorted(self.unroutable.items())),
+            "span": self.span,
         }
 
 
@@ -367,6 +372,16 @@ def _node_problems(
                 _problem(
                     name,
                     f"producer {name}: {t.produced} produced but {t.outputs} output(s)",
+                    _HINT_NODE,
+                )
+            )
+        if t.span is not None and t.span != t.produced:
+            out.append(
+                _problem(
+                    name,
+                    f"producer {name}: its sources went through {t.span} item(s) but "
+                    f"{t.produced} were written ({abs(t.span - t.produced)} "
+                    f"{'skipped' if t.span > t.produced else 'written twice'})",
                     _HINT_NODE,
                 )
             )

@@ -21,11 +21,15 @@ def test_render_only_writes_one_file_per_object_in_apply_order(tmp_path: Path) -
     args = (FLOW, "--image", "reg.example/traffic:1", "--run", "r1", "--render-only", "-o", out)
     result = run_vf("deploy", *args)
     assert result.returncode == 0, result.stderr
-    assert "rendered 15 objects of run r1 of traffic" in result.stderr
+    assert "rendered 17 objects of run r1 of traffic" in result.stderr
     files = sorted(p.name for p in out.glob("*.yaml"))
-    assert files[0] == "00-service-traffic-r1-broker-n6yzdl6cidqh-hl.yaml"
-    assert files[3].startswith("03-job-traffic-r1-setup-")
-    assert len(files) == 15 and (out / "keep.txt").exists()
+    assert files[0] == "00-networkpolicy-traffic-r1-broker-n6yzdl6cidqh.yaml"
+    assert files[1].startswith("01-networkpolicy-traffic-r1-workers-")
+    assert files[2] == "02-service-traffic-r1-broker-n6yzdl6cidqh-hl.yaml"
+    assert files[5].startswith("05-job-traffic-r1-setup-")
+    assert len(files) == 17 and (out / "keep.txt").exists()
+    assert not any("secret" in name for name in files)  # the run's keys are never in the render
+    assert "--render-credentials | kubectl apply -f -" in result.stderr
     for name in files:
         (obj,) = yaml.safe_load_all((out / name).read_text())
         check_any(obj, "1.36")
@@ -36,7 +40,7 @@ def test_render_only_writes_one_file_per_object_in_apply_order(tmp_path: Path) -
     # the same run with an existing broker: fewer objects; the render's own stale files go
     assert run_vf("deploy", *args, "--broker", "nats://nats:4222").returncode == 0
     now = sorted(p.name for p in out.glob("*.yaml"))
-    assert len(now) == 12 and not any("broker" in n for n in now)
+    assert len(now) == 13 and not any("broker" in n for n in now)
     assert (out / "keep.txt").read_text() == "mine"
 
 
@@ -49,7 +53,7 @@ def test_render_only_without_o_prints_a_multi_document_stream() -> None:
     docs = list(yaml.safe_load_all(result.stdout))
     assert [d["kind"] for d in docs].count("StatefulSet") == 0  # an existing broker
     assert {d["metadata"]["namespace"] for d in docs} == {"video"}
-    worker = docs[1]["spec"]["template"]["spec"]["containers"][0]
+    worker = docs[2]["spec"]["template"]["spec"]["containers"][0]
     assert worker["args"][:2] == ["worker", "/app/flow.py"]
 
 
@@ -128,3 +132,48 @@ def test_broker_setup_without_a_broker_exits_2_after_waiting() -> None:
         "broker-setup", FLOW, "--broker", "nats://127.0.0.1:1", "--run", "r1", "--wait", "1"
     )
     assert_bad_input(result, "broker-unreachable")
+
+
+def test_render_credentials_prints_only_the_secret_with_fresh_keys(tmp_path: Path) -> None:
+    import base64
+
+    from vfadapters.broker.credentials import public_key
+
+    base = (FLOW, "--image", "x:1", "--run", "r7", "--namespace", "video")
+    first = run_vf("deploy", *base, "--render-credentials")
+    assert first.returncode == 0, first.stderr
+    (secret,) = yaml.safe_load_all(first.stdout)
+    check_any(secret, "1.36")
+    assert secret["kind"] == "Secret" and secret["metadata"]["namespace"] == "video"
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    assert len(data["run-key"]) == 32
+    seeds = {k: v.decode() for k, v in data.items() if k.endswith(".nk")}
+    from vfadapters.loading import load_runnable
+
+    nodes = load_runnable(FLOW)[1].nodes
+    assert {"admin.nk", "setup.nk"} <= set(seeds) and len(seeds) == 2 + len(nodes)
+    config = data["nats.conf"].decode()
+    for seed in seeds.values():
+        assert seed.startswith("SU") and seed not in config
+        assert f'nkey: "{public_key(seed)}"' in config
+        assert seed not in first.stderr
+    # the objects rendered apart name that Secret, and hold none of its values
+    objects = run_vf("deploy", *base, "--render-only")
+    assert objects.returncode == 0, objects.stderr
+    assert secret["metadata"]["name"] in objects.stdout
+    for value in secret["data"].values():
+        assert value not in objects.stdout
+    again = run_vf("deploy", *base, "--render-credentials")
+    assert yaml.safe_load(again.stdout)["data"]["run-key"] != secret["data"]["run-key"]  # fresh
+
+
+def test_render_credentials_needs_a_run_and_never_writes_files(tmp_path: Path) -> None:
+    assert_bad_input(
+        run_vf("deploy", FLOW, "--image", "x:1", "--render-credentials"), "invalid-option"
+    )
+    refused = run_vf(
+        "deploy", FLOW, "--image", "x:1", "--run", "r1", "--render-only", "--render-credentials",
+        "-o", tmp_path / "out",
+    )  # fmt: skip
+    assert_bad_input(refused, "invalid-option")
+    assert not (tmp_path / "out").exists()

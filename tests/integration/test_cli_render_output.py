@@ -55,7 +55,7 @@ def test_files_vf_did_not_write_are_refused_and_left_as_they_were(tmp_path: Path
         ("42-notes.yaml", lambda p: p.write_text("notes")),
         ("05-link.yaml", lambda p: p.symlink_to(target)),
         ("config.json", lambda p: p.write_text("{}")),
-        ("00-service-traffic-r1-broker-n6yzdl6cidqh-hl.yaml", lambda p: p.mkdir()),
+        ("02-service-traffic-r1-broker-n6yzdl6cidqh-hl.yaml", lambda p: p.mkdir()),
     ):
         out = tmp_path / name.replace(".", "_")
         out.mkdir()
@@ -83,7 +83,7 @@ def test_another_runs_or_flows_render_is_never_deleted(tmp_path: Path) -> None:
     first = _tree(out)
     other_run = _render(out, run="r2")
     assert_bad_input(other_run, "invalid-output-dir")
-    assert "holds the render of run r1 of flow traffic (15 file(s)); rendering run r2 of " \
+    assert "holds the render of run r1 of flow traffic (17 file(s)); rendering run r2 of " \
         "flow traffic there would delete them" in other_run.stderr  # fmt: skip
     assert "-o manifests/r2" in other_run.stderr
     other_flow = tmp_path / "other.py"
@@ -100,7 +100,7 @@ def test_another_runs_or_flows_render_is_never_deleted(tmp_path: Path) -> None:
     for name in list(first):
         (out / name).unlink()
     assert _render(out, run="r2").returncode == 0
-    assert len([n for n in _tree(out) if n.endswith(".yaml")]) == 15
+    assert len([n for n in _tree(out) if n.endswith(".yaml")]) == 17
 
 
 def test_a_file_changed_since_vf_wrote_it_is_not_replaced(tmp_path: Path) -> None:
@@ -182,4 +182,4 @@ def test_a_write_cut_short_is_render_write_failed_and_the_next_render_recovers(
     assert "Traceback" not in cut.stderr
     again = run_vf("deploy", FLOW, "--image", "r/x:1", "--run", "r1", "--render-only", "-o", out)
     assert again.returncode == 0, again.stderr
-    assert len(list(out.glob("*.yaml"))) == 15
+    assert len(list(out.glob("*.yaml"))) == 17

@@ -48,6 +48,7 @@ RESOURCES = (
     "v1/services",
     "v1/configmaps",
     "v1/secrets",
+    "networking.k8s.io/v1/networkpolicies",
     "v1/persistentvolumeclaims",
     "apps/v1/deployments",
     "apps/v1/statefulsets",

@@ -33,7 +33,7 @@ def fake() -> Iterator[FakeKube]:
             "v1/pods", "v1/nodes", "node.k8s.io/v1/runtimeclasses", "apps/v1/statefulsets",
             "apps/v1/deployments", "batch/v1/jobs", "v1/services", "policy/v1/poddisruptionbudgets",
             "autoscaling/v2/horizontalpodautoscalers", "v1/configmaps", "v1/secrets",
-            "v1/persistentvolumeclaims",
+            "v1/persistentvolumeclaims", "networking.k8s.io/v1/networkpolicies",
         )  # fmt: skip
         for i in range(2):
             server.put("v1/nodes", None, gpu_node(f"gpu-{i}", 4, H100))

@@ -154,8 +154,15 @@ def test_the_worker_runs_vf_worker_with_the_contract_env() -> None:
         "broker-setup", "/app/pipe.py", "--broker", "$(VF_BROKER_URL)", "--run", "run-7",
         "--wait", "300",
     ]  # fmt: skip
-    assert init["env"] == c["env"] and init["image"] == c["image"]
+    base = [e for e in c["env"] if e["name"] not in ("VF_BROKER_NKEY_FILE", "VF_RUN_KEY_FILE")]
+    assert init["env"][: len(base)] == base and init["image"] == c["image"]
     assert "resources" not in init  # the pod requests what the planner packed
+    # each container sees its own role's key and the run key, by file, never by value
+    assert env["VF_BROKER_NKEY_FILE"]["value"] == "/etc/vf/credentials/node.nk"
+    assert env["VF_RUN_KEY_FILE"]["value"] == "/etc/vf/credentials/run-key"
+    init_env = {e["name"]: e.get("value") for e in init["env"]}
+    assert init_env["VF_BROKER_NKEY_FILE"] == "/etc/vf/setup/setup.nk"
+    assert init_env["VF_RUN_KEY_FILE"] == "/etc/vf/setup/run-key"
 
 
 def test_every_worker_pod_ensures_the_topology_first_and_only_workers_do() -> None:
@@ -346,6 +353,7 @@ def test_every_object_carries_the_run_labels_and_namespace() -> None:
             "processor",
             "consumer",
             "broker",
+            "network",
         )
         node = o["metadata"]["annotations"].get("vfcore.io/node-name")
         if node is not None:
@@ -399,6 +407,7 @@ def test_no_broker_url_renders_a_jetstream_server() -> None:
     objs = render(
         PIPE_BATCH, opts(namespace="video", broker_storage="5Gi", broker_storage_class="fast")
     )
+    objs = tuple(o for o in objs if o["kind"] != "NetworkPolicy")
     head, client, sts = objs[:3]
     assert (head["kind"], client["kind"], sts["kind"]) == ("Service", "Service", "StatefulSet")
     assert (
@@ -407,7 +416,8 @@ def test_no_broker_url_renders_a_jetstream_server() -> None:
     )
     (nats,) = pod_spec(sts)["containers"]
     assert nats["image"].startswith("nats:")
-    assert "--jetstream" in nats["args"] and "--store_dir=/data" in nats["args"]
+    # everything is in its configuration file, from the run's Secret: nothing on the command line
+    assert nats["args"] == ["-c", "/etc/nats/nats.conf"]
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert claim["spec"]["storageClassName"] == "fast"
@@ -421,7 +431,8 @@ def test_no_broker_url_renders_a_jetstream_server() -> None:
 def test_a_broker_url_renders_no_broker() -> None:
     objs = render(PIPE_BATCH, opts(broker_url="nats://nats.messaging:4222"))
     assert not by_kind(objs, "StatefulSet") and not by_kind(objs, "Service")
-    setup = objs[0]
+    (_workers,) = by_kind(objs, "NetworkPolicy")  # no broker of ours: no policy for it
+    setup = objs[1]
     assert setup["kind"] == "Job" and worker(setup)["args"][:2] == ["broker-setup", "/app/flow.py"]
     for job in by_kind(objs, "Job"):
         assert {"name": "VF_BROKER_URL", "value": "nats://nats.messaging:4222"} in worker(job)[
@@ -549,7 +560,7 @@ def test_keda_on_a_batch_flow_is_refused_at_render_time() -> None:
 def test_the_monitoring_endpoint_defaults_to_the_in_cluster_broker() -> None:
     objs = render(RT, opts(keda=True, namespace="ns1"))
     (so,) = by_kind(objs, "ScaledObject")
-    client = objs[1]["metadata"]["name"]
+    client = by_kind(objs, "Service")[1]["metadata"]["name"]
     assert (
         so["spec"]["triggers"][0]["metadata"]["natsServerMonitoringEndpoint"]
         == f"{client}.ns1.svc:8222"

@@ -61,7 +61,14 @@ from vfadapters.runtime.state import EdgeCounts, LiveNode, Replica, RunState, Vo
 from vfadapters.runtime.summary import RunSummary
 from vfadapters.runtime.supervisor import Supervisor, install_forkserver
 from vfcore import REALTIME, InvalidInputError
-from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology, check_run_id
+from vfcore.runtime import (
+    ADMIN_ROLE,
+    BrokerTopology,
+    TopologyOptions,
+    broker_topology,
+    check_run_id,
+    node_role,
+)
 from vfcore.runtime.delivery import Books, EdgeTally, NodeTally, check_books
 from vfcore.runtime.layout import local_layout
 
@@ -88,6 +95,9 @@ class BrokerRunOptions:
     resume: bool = False
     #: where the run's key is (read; written first for a new run when missing)
     run_key_file: str | None = None
+    #: how the coordinator and its replicas prove themselves to a --broker URL
+    #: (BrokerCredentials); an embedded server gets a key per role made for the run
+    credentials: Any = None
 
 
 class EdgeCounters:
@@ -221,6 +231,7 @@ class BrokerRun:
         self.topo: BrokerTopology = broker_topology(self.spec, self.run_id, topology)
         self.server: Any = None
         self.store: Any = None
+        self.seeds: dict[str, str] = {}  # an embedded server's keys, role → nkey seed
         self.bridge = Bridge()
         self.url = ""
         self.kv: Any = None
@@ -280,11 +291,18 @@ class BrokerRun:
         # 8 MiB messages (NATS's default is 1 MiB; it advises at most 8): a 1 MiB
         # frame travels as one message instead of through the large-payload bucket;
         # the server dies with this process, whatever kills it
+        # one nkey per role, made for this run and living only in this process and the
+        # replicas it forks (in their BrokerPlan, never a file or an argument): the
+        # server's configuration (0600, in its store) holds the public keys only
+        from vfadapters.broker.credentials import authorization_for, generate_run_keys
+
+        self.seeds = generate_run_keys(self.topo)
         server = NatsServer(
             binary,
             Path(self.store.name),
             max_payload=EMBEDDED_MAX_PAYLOAD,
             die_with_parent=True,
+            authorization=authorization_for(self.topo, self.seeds),
         )
         try:
             self.server = server.start()
@@ -297,6 +315,17 @@ class BrokerRun:
             ) from None
         url: str = self.server.url
         return url
+
+    def credentials_of(self, role: str) -> Any:
+        """How a process of ``role`` connects: the run's own key for it (embedded), else
+        the credentials ``--broker`` came with; with the role's inbox prefix."""
+        from vfadapters.broker.credentials import BrokerCredentials
+
+        if self.seeds:
+            creds = BrokerCredentials(nkey_seed=self.seeds[role])
+        else:
+            creds = self.bopts.credentials or BrokerCredentials()
+        return creds.for_role(self.topo, role)
 
     def claim_run(self) -> None:
         """Take the run id on the server: refused if it exists, unless resuming a run
@@ -511,6 +540,7 @@ class BrokerRun:
                     preload=preload,
                     connect_wait_s=60.0,
                     run_key=self.run_key,
+                    credentials=self.credentials_of(node_role(node.name)),
                 )
                 replicas[pod.slot] = Replica(node.name, pod.replica, pod.slot, pod.name, plan)
         ctl = array("Q", [0] * (CTL.BASE + layout.slots * SLOT.FIELDS))
@@ -779,7 +809,11 @@ class BrokerRun:
             # run's topology is made: a worker forked from it starts in milliseconds
             ctx = install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
             self.url = self.start_server()
-            self.bridge.connect(self.url, name=f"vf run {self.spec.name} {self.run_id}")
+            self.bridge.connect(
+                self.url,
+                name=f"vf run {self.spec.name} {self.run_id}",
+                credentials=self.credentials_of(ADMIN_ROLE),
+            )
             with jetstream_required(self.url, "the run's streams cannot be created"):
                 self.claim_run()
                 self.bridge.run(self.setup_topology(), timeout_s=60)

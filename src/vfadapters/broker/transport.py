@@ -83,6 +83,8 @@ DEFAULT_MAX_PAYLOAD = 1 << 20
 STATS_INTERVAL_S = 0.5
 #: JetStream refuses a publish to a full ``discard new`` stream with this code
 _STORE_FULL_CODES = frozenset({10077, 10027, 10047})
+#: what the server refusing this replica's credentials is named (vfadapters/broker/client.py)
+_REFUSALS = ("broker-unauthorized", "broker-permission-denied", "broker-tls", "broker-credentials")
 #: JetStream's "no message found" (a ledger lookup that finds nothing)
 _NO_MESSAGE = 10037
 
@@ -113,6 +115,9 @@ class BrokerPlan:
     #: the run's key: every record written is sealed under it, every record read is
     #: checked against it before it is decoded (vfadapters/broker/sealing.py)
     run_key: bytes = b""
+    #: how this replica proves itself to the server (a BrokerCredentials with its node's
+    #: inbox prefix; a forked replica's nkey seed travels here, in memory)
+    credentials: Any = None
 
 
 class BrokerControl:
@@ -519,8 +524,8 @@ class BrokerTransport:
         try:
             self._attach(cfg)
         except InvalidInputError as exc:
-            if exc.rule == "no-jetstream":  # the server is not what a run needs: bad input
-                self.attach_error = exc
+            if exc.rule == "no-jetstream" or exc.rule.startswith(_REFUSALS):
+                self.attach_error = exc  # the server is not what a run needs: bad input
             raise
 
     def _attach(self, cfg: NodeConfig) -> None:
@@ -528,10 +533,15 @@ class BrokerTransport:
         deadline = time.monotonic() + plan.connect_wait_s
         while True:
             try:
-                self.bridge.connect(plan.url, name=f"vf-worker {cfg.pod} run {cfg.run_id}")
+                self.bridge.connect(
+                    plan.url,
+                    name=f"vf-worker {cfg.pod} run {cfg.run_id}",
+                    credentials=plan.credentials,
+                )
                 break
-            except Exception:
-                if time.monotonic() >= deadline or self.control.aborting():
+            except Exception as exc:
+                refused = getattr(exc, "rule", "").startswith(_REFUSALS)  # retrying won't help
+                if refused or time.monotonic() >= deadline or self.control.aborting():
                     raise
                 self.bridge.close()
                 self.bridge = Bridge()
@@ -699,6 +709,7 @@ class BrokerTransport:
                 self.note_broker_error(exc)
             except (nats.errors.Error, TimeoutError, OSError) as exc:
                 self.note_broker_error(exc)
+                self.bridge.raise_if_denied()  # refused, not lost: waiting changes nothing
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 
@@ -895,6 +906,7 @@ class BrokerTransport:
                     raise
             except (nats.errors.Error, TimeoutError, OSError) as exc:
                 self.note_broker_error(exc)  # reconnecting: the same id is published again
+                self.bridge.raise_if_denied()  # refused, not lost: waiting changes nothing
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.5)
 

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vfadapters.broker.credentials import BrokerCredentials
 from vfadapters.broker.transport import BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
 from vfcore import REALTIME, FlowSpec, effective_replicas
 from vfcore.placement.demand import pod_name
-from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology
+from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology, node_role
 from vfcore.runtime.layout import runtime_join_policy
 
 __all__ = [
@@ -85,6 +86,8 @@ class WorkerOptions:
     scalable: tuple[str, ...] = ()
     #: the run's key (records are sealed under it: vfadapters/broker/sealing.py)
     run_key: bytes = b""
+    #: how to prove who we are to the server (vfadapters/broker/credentials.py)
+    credentials: Any = None
 
 
 def node_config(
@@ -191,6 +194,7 @@ def run_worker(spec: FlowSpec, node_obj: Any, node: str, opts: WorkerOptions) ->
         scalable=opts.scalable,
         create_topology=opts.create_topology,
         run_key=opts.run_key,
+        credentials=(opts.credentials or BrokerCredentials()).for_role(topo, node_role(node)),
     )
     transport = BrokerTransport(plan, topo, node_obj, _print_events(cfg.pod))
     if opts.parent_death:

@@ -38,6 +38,9 @@ def register(sub: Any) -> None:
     from vfadapters.cli.worker_command import add_run_key_option
 
     add_run_key_option(p)  # --replay checks each letter's seal and seals it again
+    from vfadapters.cli.broker_access import add_broker_credential_options
+
+    add_broker_credential_options(p)
     p.set_defaults(handler=_cmd_dead_letters)
 
 
@@ -60,9 +63,15 @@ def _cmd_dead_letters(args: argparse.Namespace) -> int:
         run_key = require_run_key(
             args.run_key_file, args.broker, topo.control.bucket, run_id, "vf dead-letters --replay"
         )
+    from vfadapters.cli.broker_access import broker_credentials
+    from vfcore.runtime import ADMIN_ROLE
+
+    credentials = broker_credentials(args).for_role(topo, ADMIN_ROLE)
     bridge = Bridge()
     try:
-        bridge.connect(args.broker, name=f"vf dead-letters {spec.name} {run_id}")
+        bridge.connect(
+            args.broker, name=f"vf dead-letters {spec.name} {run_id}", credentials=credentials
+        )
         replayed: int = 0
         skipped: list[Any] = []
         with jetstream_required(args.broker, "it holds no run's dead letters"):

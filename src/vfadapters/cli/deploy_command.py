@@ -90,6 +90,31 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--broker-storage-class", default=None, metavar="NAME", help="its StorageClass")
     p.add_argument(
+        "--render-credentials",
+        action="store_true",
+        help="print only the run's credentials Secret (fresh keys: the broker's configuration, "
+        "one nkey seed per role, the run key) on stdout, for `kubectl apply -f -` or a "
+        "sealing tool; needs --run (docs/security.md)",
+    )
+    p.add_argument(
+        "--keda-namespace",
+        default="keda",
+        metavar="NS",
+        help="the namespace KEDA's operator runs in: the only one the broker's monitoring "
+        "port admits (keda)",
+    )
+    p.add_argument(
+        "--no-network-policies",
+        action="store_true",
+        help="render no NetworkPolicy (the broker then admits any pod that can reach it)",
+    )
+    p.add_argument(
+        "--restrict-egress",
+        action="store_true",
+        help="workers may connect only to the broker and DNS (default: their egress stays "
+        "open, for flows that read cameras or object stores)",
+    )
+    p.add_argument(
         "--gpu-mode",
         default="exclusive",
         metavar="MODE",
@@ -248,6 +273,18 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
             "-o/--output writes YAML, which only --render-only does",
             "add --render-only, or drop -o",
         )
+    if args.render_credentials and (args.output is not None or args.run is None):
+        raise InvalidInputError(
+            "invalid-option",
+            "--render-credentials prints the run's keys on stdout only, for one named run: "
+            + (
+                "it never writes them into -o DIR"
+                if args.output is not None
+                else "--run is missing"
+            ),
+            "render the objects with --render-only -o DIR --run ID, and the Secret apart: "
+            "vf deploy FLOW --image IMAGE --run ID --render-credentials | kubectl apply -f -",
+        )
     extra: dict[str, Any] = {}
     if args.broker_image is not None:
         extra["broker_image"] = args.broker_image
@@ -273,6 +310,9 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
         lag_threshold=args.lag_threshold,
         dra_device_class=args.dra_device_class,
         dra_mig_device_class=args.dra_mig_device_class,
+        keda_namespace=args.keda_namespace,
+        network_policies=not args.no_network_policies,
+        restrict_egress=args.restrict_egress,
         **extra,
     )
 
@@ -387,6 +427,13 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
         changes = live_render_inputs(args, spec, options)
         if changes:
             options = replace(options, **changes)
+    if args.render_credentials:
+        return _print_credentials(spec, options)
+    if not args.render_only:
+        code = _with_run_secrets(args, spec, options)
+        if isinstance(code, int):
+            return code
+        options = code
     objects = render(spec, options)
     if args.render_only:
         from vfadapters.cli.render_output import RenderWriteError
@@ -408,8 +455,71 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
                 f"{out} (kubectl apply -f {out} applies them in order)",
                 file=sys.stderr,
             )
+        print(_credentials_note(args, spec, options), file=sys.stderr)
         return EXIT_OK
     return apply_and_wait(args, objects)
+
+
+def _credentials_note(args: argparse.Namespace, spec: Any, options: Any) -> str:
+    """What --render-only says about the Secret it does not write (docs/security.md)."""
+    import shlex
+
+    from vfcore.runtime.manifests import credentials_secret_name
+
+    parts = ["vf", "deploy", str(args.flow), "--image", options.image, "--run", options.run_id]
+    if options.namespace != "default":
+        parts += ["--namespace", options.namespace]
+    if options.broker_url is not None:
+        parts += ["--broker", options.broker_url]
+    if args.flow_path:
+        parts += ["--flow-path", args.flow_path]
+    command = " ".join(shlex.quote(p) for p in [*parts, "--render-credentials"])
+    return (
+        f"the objects use Secret {credentials_secret_name(spec.name, options.run_id)} (the "
+        "run's keys), which is not in the render: create it once, before applying them, "
+        f"with\n  {command} | kubectl apply -f -\n(or pipe it to your sealing tool; never "
+        "commit it in clear)"
+    )
+
+
+def _print_credentials(spec: Any, options: Any) -> int:
+    """``--render-credentials``: the run's Secret with fresh keys, on stdout only."""
+    from vfadapters.kubernetes.credentials import generate_run_secrets
+    from vfcore.runtime import broker_topology
+    from vfcore.runtime.manifests import render
+
+    values = generate_run_secrets(broker_topology(spec, options.run_id))
+    objects = render(spec, replace(options, secret_values=values))
+    (secret,) = [o for o in objects if o["kind"] == "Secret"]
+    sys.stdout.write(f"---\n{to_yaml(secret)}")
+    print(
+        f"printed Secret {secret['metadata']['name']} of run {options.run_id} with fresh keys "
+        "(in clear: apply it or seal it, do not store it as it is)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _with_run_secrets(args: argparse.Namespace, spec: Any, options: Any) -> Any:
+    """The options with the run's secret values: those of its Secret on the cluster, or new
+    ones; an exit code when the cluster cannot tell."""
+    from vfadapters.kubernetes.client import KubeApiError, connect_from_args
+    from vfadapters.kubernetes.credentials import run_secrets_on_cluster
+    from vfcore.runtime import broker_topology
+    from vfcore.runtime.manifests import credentials_secret_name
+
+    try:
+        values, _ = run_secrets_on_cluster(
+            connect_from_args(args),
+            credentials_secret_name(spec.name, options.run_id),
+            options.namespace,
+            broker_topology(spec, options.run_id),
+            in_cluster_broker=options.broker_url is None,
+        )
+    except KubeApiError as exc:
+        report_error(exc.rule, exc.message, exc.hint, as_json=False)
+        return EXIT_RUNTIME
+    return replace(options, secret_values=values)
 
 
 # ---------------------------------------------------------------------------

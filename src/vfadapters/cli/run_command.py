@@ -168,6 +168,9 @@ def register(sub: Any) -> None:
     from vfadapters.cli.worker_command import add_run_key_option
 
     add_run_key_option(p)
+    from vfadapters.cli.broker_access import add_broker_credential_options
+
+    add_broker_credential_options(p)  # --broker URL (an embedded one makes its own keys)
     p.set_defaults(handler=_cmd_run)
 
 
@@ -233,8 +236,25 @@ def _run_on_broker(args: argparse.Namespace) -> Any:
         keep_streams=args.keep_streams,
         resume=args.resume,
         run_key_file=args.run_key_file,
+        credentials=_broker_credentials(args),
     )
     return run_on_broker(args.flow, options, bopts)
+
+
+def _broker_credentials(args: argparse.Namespace) -> Any:
+    """``--broker URL``'s credentials; ``embedded`` makes its own and takes none."""
+    from vfadapters.cli.broker_access import broker_credentials
+    from vfcore import InvalidInputError
+
+    credentials = broker_credentials(args)
+    if args.broker == "embedded" and not credentials.is_empty:
+        raise InvalidInputError(
+            "invalid-option",
+            "--broker embedded makes a key for every role of the run itself: it takes no "
+            "broker credentials (a --broker-* option or a VF_BROKER_* variable was given)",
+            "drop them, or give --broker nats://host:port for a server of yours",
+        )
+    return credentials
 
 
 def _finish(summary: Any, args: argparse.Namespace) -> int:

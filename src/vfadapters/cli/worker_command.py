@@ -55,6 +55,9 @@ def register(sub: Any) -> None:
         "that new replicas find work",
     )
     p.add_argument("--parent-death", action="store_true", help=argparse.SUPPRESS)
+    from vfadapters.cli.broker_access import add_broker_credential_options
+
+    add_broker_credential_options(p)
     p.set_defaults(handler=_cmd_worker)
 
 
@@ -179,9 +182,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
     bucket = broker_topology(spec, run_id, topology).control.bucket
     run_key = require_run_key(args.run_key_file, args.broker, bucket, run_id, "vf worker")
+    from vfadapters.cli.broker_access import broker_credentials
+
     opts = WorkerOptions(
         url=args.broker,
         run_key=run_key,
+        credentials=broker_credentials(args),
         run_id=run_id,
         replica=replica,
         retries=args.retries,

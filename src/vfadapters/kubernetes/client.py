@@ -343,6 +343,14 @@ def connect(*, context: str | None = None, kubeconfig: str | None = None) -> Kub
                 f"kubeconfig {config_file}: {which} cannot be used: {exc}",
                 "list the contexts with `kubectl config get-contexts` and pass --context C",
             ) from None
-        where = f"context {context or '(current)'} ({configuration.host})"
+        if context is None:  # name the context the kubeconfig's current-context picked
+            current = next(
+                (d.get("current-context") for d in documents.values() if d.get("current-context")),
+                None,
+            )
+            shown = f"{current} (current)" if isinstance(current, str) else "(current)"
+        else:
+            shown = context
+        where = f"context {shown} ({configuration.host})"
     configuration.retries = False  # one try per request; the wait loop retries itself
     return KubeClient(kclient.ApiClient(configuration), where=where, timeout_s=timeout)

@@ -41,7 +41,7 @@ __all__ = [
     "teardown_command",
 ]
 
-EXIT_OK, EXIT_RUNTIME, EXIT_STRICT, EXIT_STOPPED = 0, 1, 3, 130
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, EXIT_STRICT, EXIT_STOPPED = 0, 1, 2, 3, 130
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
     cached = getattr(args, "_vf_live_plan", None)
     if cached is not None and cached[0] is spec:
         return cached[1], cached[2]
-    from vfadapters.kubernetes.scheduling import read_snapshot_and_facts, scheduler_workloads
+    from vfadapters.kubernetes.scheduling import read_without_run, scheduler_workloads
     from vfcore.placement.claims import parse_resources_option
     from vfcore.placement.plan import plan
 
@@ -177,7 +177,12 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
     for text in getattr(args, "resources", None) or []:
         for node, entries in parse_resources_option(text).items():
             resources.setdefault(node, {}).update(entries)
-    cluster, facts = read_snapshot_and_facts(client)
+    run_id = getattr(args, "run", None)
+    namespace = getattr(args, "namespace", "default")
+    cluster, facts, own = read_without_run(
+        client, None if run_id is None else (spec.name, run_id, namespace)
+    )
+    args._vf_run_pods = own
     gpu_options: dict[str, Any] = {
         "gpu_mode": getattr(args, "gpu_mode", "exclusive"),
         "gpu_resource_name": getattr(args, "gpu_resource_name", None),
@@ -198,7 +203,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
         facts,
         priority_class=getattr(args, "priority_class", None),
         image=getattr(args, "image", None),
-        namespace=getattr(args, "namespace", "default"),
+        namespace=namespace,
         resources=resources,
         dra=dra,
         **gpu_options,
@@ -343,6 +348,175 @@ def _apply_remedy(
     )
 
 
+#: Kinds whose objects :func:`existing_run_objects` does not read (their data is secret, and
+#: a redeploy keeps them as they are).
+_NOT_COMPARED = frozenset({"Secret"})
+
+
+def existing_run_objects(
+    client: Any, objects: Sequence[Mapping[str, Any]], namespace: str, selector: str
+) -> list[Mapping[str, Any]] | None:
+    """The run's objects already on the cluster, of the kinds ``objects`` hold (``None``
+    when a listing fails: what a redeploy changes is then unknown)."""
+    from vfadapters.kubernetes.apply import kind_info
+    from vfadapters.kubernetes.client import object_path
+    from vfadapters.kubernetes.snapshot import list_all
+
+    found: list[Mapping[str, Any]] = []
+    kinds: dict[str, Any] = {}
+    for obj in objects:
+        kind = str(obj.get("kind"))
+        if kind not in _NOT_COMPARED and kind not in kinds:
+            kinds[kind] = kind_info(obj)
+    for kind, info in kinds.items():
+        path = object_path(
+            info.api_version, info.plural, namespace if info.namespaced else None, None
+        )
+        doc, _failed = list_all(client, path, f"{kind}List", label_selector=selector)
+        if doc is None:
+            return None
+        found.extend({**item, "kind": kind} for item in doc["items"] if isinstance(item, Mapping))
+    return found
+
+
+def redeploy_refusal(
+    changes: Any, args: argparse.Namespace, run_id: str
+) -> PreflightRefusal | None:
+    """Why a redeploy cannot go on, or ``None``.
+
+    A Job whose pods would change is refused (Kubernetes keeps a Job's pod template
+    immutable: a BATCH run is finished, or torn down and deployed again, never rolled);
+    a Deployment or StatefulSet whose pods would change needs ``--rollout drain|surge``
+    (which way the running replicas give way to the new ones).
+    """
+    jobs = changes.immutable
+    if jobs:
+        return PreflightRefusal(
+            "redeploy-job-immutable",
+            f"run {run_id} exists and the pods of {len(jobs)} of its Job(s) would change: "
+            f"{_few([j.line() for j in jobs], 4)}; Kubernetes refuses to change a Job's pod "
+            "template, and a BATCH run is never rolled",
+            f"let the run finish, or remove it (`{teardown_command(args, run_id)}`) and deploy "
+            "again; or deploy the new version as a new run (--run ID)",
+        )
+    rolled = [c for c in changes.of("changed-pods") if c.kind in ("Deployment", "StatefulSet")]
+    if rolled and getattr(args, "rollout", None) is None:
+        return PreflightRefusal(
+            "redeploy-needs-rollout",
+            f"run {run_id} is running and the pods of {len(rolled)} of its workload(s) would "
+            f"change: {_few([c.line() for c in rolled], 4)}",
+            "say how the running replicas give way: --rollout drain (each stops after its "
+            "in-flight messages, then the new version reads the same consumers) or --rollout "
+            "surge (new replicas start before the old ones stop); docs/kubernetes.md, Rollouts",
+        )
+    return None
+
+
+def _redeploy_and_storage(
+    client: Any,
+    args: argparse.Namespace,
+    objects: Sequence[Mapping[str, Any]],
+    spec: Any,
+    run_id: str,
+    result: Any,
+    err: TextIO,
+) -> tuple[PreflightRefusal | None, Sequence[Mapping[str, Any]]]:
+    """The preflight's second half: what a redeploy changes, and whether the volumes bind;
+    the objects to apply (a redeploy keeps the run's setup Job as it is)."""
+    from vfadapters.kubernetes.storage import storage_problems
+    from vfcore.runtime.manifests import run_selector
+    from vfcore.runtime.redeploy import redeploy_changes
+
+    namespace = getattr(args, "namespace", "default")
+    own = getattr(args, "_vf_run_pods", None)
+    if own is not None and own.pods:
+        err.write(
+            f"preflight: redeploy: {own.describe()}: left out of the plan (they are the pods "
+            "it places)\n"
+        )
+    existing = existing_run_objects(client, objects, namespace, run_selector(spec.name, run_id))
+    if existing is None:
+        err.write(
+            f"preflight warning: the objects run {run_id} already has could not be listed: "
+            "what this deploy changes is unknown (the apply says what it configured)\n"
+        )
+    elif existing:
+        compared = [o for o in objects if o.get("kind") not in _NOT_COMPARED]
+        changes = redeploy_changes(compared, existing)
+        err.write(f"preflight: run {run_id} exists: {changes.summary()}\n")
+        for change in (
+            *changes.of("changed-pods"),
+            *changes.of("kept"),
+            *changes.of("not-rendered"),
+        ):
+            err.write(f"  {change.line()}\n")
+        if changes.of("not-rendered"):
+            err.write(
+                "  (objects no longer rendered are left in place; `vf teardown` removes the "
+                "whole run)\n"
+            )
+        refusal = redeploy_refusal(changes, args, run_id)
+        if refusal is not None:
+            return refusal, objects
+        objects = changes.to_apply(objects)
+    problems = storage_problems(client, objects, namespace, dict(result.assignments))
+    errors = [p for p in problems if p.is_error]
+    for p in problems:
+        if not p.is_error:
+            err.write(f"preflight warning: {p.id}: {p.message} (hint: {p.hint})\n")
+    if errors:
+        return (
+            PreflightRefusal(
+                "preflight-" + errors[0].id,
+                _few([p.message for p in errors]),
+                _few(sorted({p.hint for p in errors})),
+            ),
+            objects,
+        )
+    return None, objects
+
+
+def check_served_kinds(client: Any, objects: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ``kube-kind-not-served`` before anything is applied when the cluster does not
+    serve a kind of ``objects`` (KEDA's ScaledObject without KEDA installed): its API group
+    version is not in discovery, or lists no such resource. A discovery request that fails
+    otherwise is left to the apply."""
+    from vfadapters.kubernetes.apply import kind_info
+    from vfadapters.kubernetes.client import KubeApiError
+
+    wanted: dict[str, set[str]] = {}
+    kinds: dict[tuple[str, str], int] = {}
+    for obj in objects:
+        info = kind_info(obj)
+        if "/" not in info.api_version:
+            continue  # the core group is always served
+        wanted.setdefault(info.api_version, set()).add(info.plural)
+        key = (str(obj.get("kind")), info.api_version)
+        kinds[key] = kinds.get(key, 0) + 1
+    for version, plurals in sorted(wanted.items()):
+        answer = client.get_json(f"/apis/{version}")
+        if answer.status == 404:
+            missing = sorted(plurals)
+        elif answer.ok and isinstance(answer.body, Mapping):
+            served = {
+                r.get("name") for r in answer.body.get("resources") or [] if isinstance(r, Mapping)
+            }
+            missing = sorted(p for p in plurals if p not in served)
+        else:
+            continue
+        if missing:
+            which = sorted(f"{n} {k}" for (k, v), n in kinds.items() if v == version)
+            raise KubeApiError(
+                "kube-kind-not-served",
+                f"the cluster at {client.where} does not serve {version} "
+                f"({', '.join(missing)}), which {', '.join(which)} of this run need; nothing "
+                "was applied",
+                "install what serves it (KEDA for keda.sh ScaledObjects: "
+                "https://keda.sh/docs/deploy/), or deploy without the option that renders it "
+                "(--autoscaling)",
+            )
+
+
 def teardown_command(args: argparse.Namespace, run_id: str) -> str:
     parts = ["vf", "teardown", str(args.flow), "--run", run_id]
     if getattr(args, "namespace", "default") != "default":
@@ -411,6 +585,11 @@ def apply_and_wait(
             )
             + "\n"
         )
+        refusal, objects = _redeploy_and_storage(client, args, objects, spec, run_id, result, err)
+        if refusal is not None:
+            report(refusal.rule, refusal.message, refusal.hint)
+            return EXIT_USAGE if refusal.rule.startswith("redeploy-") else EXIT_STRICT
+        check_served_kinds(client, objects)
         dry_run = getattr(args, "dry_run", None) == "server"
         force = bool(getattr(args, "force_conflicts", False))
         remedy = _remedy_to_apply(result)

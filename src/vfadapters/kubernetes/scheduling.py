@@ -29,6 +29,7 @@ __all__ = [
     "PRIORITY_CLASSES_PATH",
     "read_facts",
     "read_snapshot_and_facts",
+    "read_without_run",
     "scheduler_workloads",
 ]
 
@@ -62,9 +63,27 @@ def read_snapshot_and_facts(client: KubeClient) -> tuple[Any, Any]:
 
     Raises :class:`KubeApiError` as :func:`~vfadapters.kubernetes.snapshot.read_snapshot` does.
     """
+    cluster, facts, _ = read_without_run(client, None)
+    return cluster, facts
+
+
+def read_without_run(client: KubeClient, run: tuple[str, str, str] | None) -> tuple[Any, Any, Any]:
+    """``(snapshot, facts, RunPods or None)``; with ``run = (flow, run id, namespace)`` the
+    run's own pods and DRA claims are left out of both (a redeploy: they are the pods the
+    plan places; :func:`vfcore.runtime.redeploy.without_run_pods`)."""
     nodes, pods, runtime_classes = read_documents(client)
-    cluster = snapshot_of(nodes, pods, runtime_classes, dra=read_dra_documents(client))
-    return cluster, read_facts(client, nodes, pods)
+    dra = read_dra_documents(client)
+    own = None
+    if run is not None:
+        from vfcore.runtime.redeploy import without_run_pods
+
+        flow, run_id, namespace = run
+        pods, claims, own = without_run_pods(
+            pods, dra[2], flow=flow, run_id=run_id, namespace=namespace
+        )
+        dra = (dra[0], dra[1], claims)
+    cluster = snapshot_of(nodes, pods, runtime_classes, dra=dra)
+    return cluster, read_facts(client, nodes, pods), own
 
 
 #: The image ``vf plan`` renders with when not given one (ImageLocality then scores nothing).

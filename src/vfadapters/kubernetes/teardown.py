@@ -43,6 +43,8 @@ TEARDOWN_KINDS: tuple[tuple[str, str, str], ...] = (
     ("Service", "v1", "services"),
     ("ConfigMap", "v1", "configmaps"),
     ("Secret", "v1", "secrets"),
+    # after the broker and the workers: the run's pods are never reachable without it
+    ("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     ("ResourceClaimTemplate", "resource.k8s.io/v1", "resourceclaimtemplates"),
     ("Pod", "v1", "pods"),
     # claims made from a run's templates carry its labels (the template's spec.metadata);

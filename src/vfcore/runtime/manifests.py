@@ -80,7 +80,18 @@ from vfcore.runtime.render_options import (
     run_selector,
     short_object_name,
 )
-from vfcore.runtime.topology import broker_topology
+from vfcore.runtime.run_security import (
+    CONFIG_KEY,
+    CREDENTIALS_DIR,
+    NATS_CONFIG_DIR,
+    RUN_KEY,
+    SETUP_DIR,
+    node_items,
+    secret_data,
+    secret_volume,
+    setup_items,
+)
+from vfcore.runtime.topology import BrokerTopology, broker_topology
 from vfcore.scaling.keda import KedaScaler
 
 __all__ = [
@@ -92,6 +103,7 @@ __all__ = [
     "DEFAULT_UID",
     "MANAGED_BY",
     "RenderOptions",
+    "credentials_secret_name",
     "flow_label",
     "mig_choices",
     "object_name",
@@ -111,6 +123,8 @@ class _Ctx:
     broker_url: str
     monitoring: str
     scaled: tuple[str, ...]
+    secret: str  # the run's credentials Secret
+    in_cluster: bool  # the broker is rendered here (and accepts only the run's keys)
 
 
 def _labels(
@@ -197,6 +211,38 @@ def _base_env(ctx: _Ctx) -> list[dict[str, Any]]:
     return env
 
 
+def credentials_secret_name(flow: str, run_id: str) -> str:
+    """The name of run ``run_id``'s credentials Secret (docs/security.md)."""
+    # "\0" cannot start a node name a person types, and the hash covers the exact text
+    return short_object_name(physical_name("\0credentials", flow=flow, run=run_id).k8s)
+
+
+def _worker_credentials(ctx: _Ctx, node: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The worker container's env and mount: its node's seed (an in-cluster broker) and the
+    run key, from the run's Secret; and the volume holding only those two keys."""
+    env = []
+    if ctx.in_cluster:
+        env.append({"name": "VF_BROKER_NKEY_FILE", "value": f"{CREDENTIALS_DIR}/node.nk"})
+    env.append({"name": "VF_RUN_KEY_FILE", "value": f"{CREDENTIALS_DIR}/{RUN_KEY}"})
+    items = node_items(node, flow=ctx.spec.name, run_id=ctx.opts.run_id, with_seed=ctx.in_cluster)
+    return env, secret_volume("vf-credentials", ctx.secret, items)
+
+
+def _setup_credentials(ctx: _Ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The setup container's env and volume: the setup role's seed and the run key."""
+    env = []
+    if ctx.in_cluster:
+        env.append({"name": "VF_BROKER_NKEY_FILE", "value": f"{SETUP_DIR}/setup.nk"})
+    env.append({"name": "VF_RUN_KEY_FILE", "value": f"{SETUP_DIR}/{RUN_KEY}"})
+    return env, secret_volume(
+        "vf-setup-credentials", ctx.secret, setup_items(with_seed=ctx.in_cluster)
+    )
+
+
+def _mount(volume: str, path: str) -> dict[str, Any]:
+    return {"name": volume, "mountPath": path, "readOnly": True}
+
+
 def _pod_spec(
     ctx: _Ctx,
     container: dict[str, Any],
@@ -205,6 +251,7 @@ def _pod_spec(
     gpu: bool,
     product: str | None = None,
     claim_template: str | None = None,
+    volumes: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
     opts = ctx.opts
     spec: dict[str, Any] = {
@@ -214,11 +261,20 @@ def _pod_spec(
         "securityContext": _pod_security(opts.uid),
         "containers": [container],
     }
+    pod_volumes = list(volumes)
     if container["name"] == "worker":
         # Workers run --no-create: this makes sure the topology exists first, whatever
         # order the objects were applied in. It requests nothing, so the pod requests
         # exactly what the planner packed (a pod's request is the max of init and sum).
-        spec["initContainers"] = [_setup_container(ctx, "topology", wait_s=300)]
+        # It alone mounts the setup role's key: the worker's container never sees it.
+        init = _setup_container(ctx, "topology", wait_s=300)
+        env, volume = _setup_credentials(ctx)
+        init["env"] = [*init["env"], *env]
+        init["volumeMounts"] = [_mount(volume["name"], SETUP_DIR)]
+        pod_volumes.append(volume)
+        spec["initContainers"] = [init]
+    if pod_volumes:
+        spec["volumes"] = pod_volumes
     if gpu:
         selector = {opts.gpu_node_selector[0]: opts.gpu_node_selector[1]}
         if product is not None:
@@ -265,12 +321,14 @@ def _worker_container(
     if pod.slice == "mig":
         resource, product = dict(opts.mig)[node.name]
         limits[resource] = "1"
+    env, _ = _worker_credentials(ctx, node.name)
     container: dict[str, Any] = {
         "name": "worker",
         "image": opts.image,
         "command": ["vf"],
         "args": args,
-        "env": _base_env(ctx),
+        "env": [*_base_env(ctx), *env],
+        "volumeMounts": [_mount("vf-credentials", CREDENTIALS_DIR)],
         "securityContext": _container_security(),
     }
     res: dict[str, Any] = {}
@@ -293,6 +351,7 @@ def _node_objects(
     labels = _labels(ctx, _component(node), node.name, name)
     selector = _selector(labels)
     container, product = _worker_container(ctx, node, pod)
+    volumes = (_worker_credentials(ctx, node.name)[1],)
     gpu = node.is_gpu
     out: list[dict[str, Any]] = []
     claim_template = None
@@ -320,6 +379,7 @@ def _node_objects(
                     gpu=gpu,
                     product=product,
                     claim_template=claim_template,
+                    volumes=volumes,
                 ),
             },
         }
@@ -365,6 +425,7 @@ def _node_objects(
                             gpu=gpu,
                             product=product,
                             claim_template=claim_template,
+                            volumes=volumes,
                         ),
                     },
                 },
@@ -391,6 +452,7 @@ def _node_objects(
                             gpu=gpu,
                             product=product,
                             claim_template=claim_template,
+                            volumes=volumes,
                         ),
                     },
                 },
@@ -505,17 +567,17 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
     container = {
         "name": "nats",
         "image": opts.broker_image,
-        "args": [
-            "--jetstream",
-            "--store_dir=/data",
-            f"--port={BROKER_CLIENT_PORT}",
-            f"--http_port={BROKER_MONITOR_PORT}",
-        ],
+        # ports, JetStream and the users are in the configuration file, from the Secret:
+        # no secret and no setting on the command line
+        "args": ["-c", f"{NATS_CONFIG_DIR}/{CONFIG_KEY}"],
         "ports": [
             {"name": "client", "containerPort": BROKER_CLIENT_PORT, "protocol": "TCP"},
             {"name": "monitor", "containerPort": BROKER_MONITOR_PORT, "protocol": "TCP"},
         ],
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data"},
+            _mount("config", NATS_CONFIG_DIR),
+        ],
         "readinessProbe": {
             "httpGet": {"path": "/healthz?js-enabled-only=true", "port": "monitor"},
             "periodSeconds": 5,
@@ -567,6 +629,7 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
                         "enableServiceLinks": False,
                         "securityContext": _pod_security(opts.uid),
                         "containers": [container],
+                        "volumes": [secret_volume("config", ctx.secret, {CONFIG_KEY: CONFIG_KEY})],
                     },
                 },
                 "volumeClaimTemplates": [
@@ -612,6 +675,9 @@ def _setup_job(ctx: _Ctx) -> dict[str, Any]:
     labels = dict(sorted(labels.items()))
     container = _setup_container(ctx, "setup", wait_s=120)
     container["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    env, volume = _setup_credentials(ctx)
+    container["env"] = [*container["env"], *env]
+    container["volumeMounts"] = [_mount(volume["name"], SETUP_DIR)]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -622,10 +688,116 @@ def _setup_job(ctx: _Ctx) -> dict[str, Any]:
             "backoffLimit": 6,
             "template": {
                 "metadata": {"labels": labels},
-                "spec": _pod_spec(ctx, container, restart="Never", gpu=False),
+                "spec": _pod_spec(ctx, container, restart="Never", gpu=False, volumes=(volume,)),
             },
         },
     }
+
+
+def _credentials_secret(ctx: _Ctx, topo: BrokerTopology) -> dict[str, Any]:
+    """The run's Secret, with the values given (RenderOptions.secret_values)."""
+    opts = ctx.opts
+    assert opts.secret_values is not None
+    labels = _labels(ctx, "credentials")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(ctx, ctx.secret, labels),
+        "type": "Opaque",
+        # a run's keys never change under it: a second render with other values is refused
+        "immutable": True,
+        "data": secret_data(
+            topo,
+            opts.secret_values,
+            in_cluster_broker=ctx.in_cluster,
+            port=BROKER_CLIENT_PORT,
+            http_port=BROKER_MONITOR_PORT,
+        ),
+    }
+
+
+def _run_pods(ctx: _Ctx) -> dict[str, str]:
+    """The labels every pod of the run carries (and no pod of another run or flow)."""
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "vfcore.io/flow": ctx.flow,
+        "vfcore.io/run": ctx.opts.run_id,
+    }
+
+
+def _network_policies(ctx: _Ctx) -> list[dict[str, Any]]:
+    """The broker's ingress (an in-cluster broker) and the workers' default deny."""
+    opts = ctx.opts
+    out: list[dict[str, Any]] = []
+    broker = _broker_name(ctx.spec.name, opts.run_id)
+    if ctx.in_cluster:
+        labels = dict(sorted({**_labels(ctx, "broker"), "app.kubernetes.io/name": broker}.items()))
+        out.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": _meta(ctx, broker, labels),
+                "spec": {
+                    "podSelector": {"matchLabels": _selector(labels)},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [
+                        {  # the client port: the run's own pods only
+                            "from": [{"podSelector": {"matchLabels": _run_pods(ctx)}}],
+                            "ports": [{"protocol": "TCP", "port": BROKER_CLIENT_PORT}],
+                        },
+                        {  # the monitoring port: KEDA's operator reads /jsz
+                            "from": [
+                                {
+                                    "namespaceSelector": {
+                                        "matchLabels": {
+                                            "kubernetes.io/metadata.name": opts.keda_namespace
+                                        }
+                                    }
+                                }
+                            ],
+                            "ports": [{"protocol": "TCP", "port": BROKER_MONITOR_PORT}],
+                        },
+                    ],
+                },
+            }
+        )
+    name = short_object_name(physical_name("\0workers", flow=ctx.spec.name, run=opts.run_id).k8s)
+    selector: dict[str, Any] = {"matchLabels": _run_pods(ctx)}
+    if ctx.in_cluster:
+        selector["matchExpressions"] = [
+            {"key": "app.kubernetes.io/name", "operator": "NotIn", "values": [broker]}
+        ]
+    spec: dict[str, Any] = {"podSelector": selector, "policyTypes": ["Ingress"]}
+    if opts.restrict_egress:
+        if ctx.in_cluster:
+            to_broker: dict[str, Any] = {
+                "to": [
+                    {
+                        "podSelector": {
+                            "matchLabels": _selector(
+                                {**_labels(ctx, "broker"), "app.kubernetes.io/name": broker}
+                            )
+                        }
+                    }
+                ],
+                "ports": [{"protocol": "TCP", "port": BROKER_CLIENT_PORT}],
+            }
+        else:
+            match = BROKER_URL_PATTERN.fullmatch(ctx.broker_url)
+            port = int(match["port"]) if match is not None and match["port"] else 4222
+            to_broker = {"ports": [{"protocol": "TCP", "port": port}]}
+        dns = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+        spec["policyTypes"] = ["Ingress", "Egress"]
+        spec["egress"] = [to_broker, dns]
+    out.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(ctx, name, _labels(ctx, "network")),
+            "spec": spec,
+        }
+    )
+    return out
 
 
 def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequest, ...]) -> None:
@@ -688,9 +860,11 @@ def _unshared(value: Any) -> Any:
 def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]:
     """Every Kubernetes object of one run of ``spec``, in apply order.
 
-    Order: the broker's Services and StatefulSet (when no ``broker_url``), the
-    setup Job, then per node in spec order its headless Service, workload,
-    PodDisruptionBudget and ScaledObject. The flow must be valid
+    Order: the run's credentials Secret (only when ``secret_values`` are given:
+    otherwise the objects name it and it is made apart, docs/security.md), the
+    NetworkPolicies (the broker's, the workers'), the broker's Services and
+    StatefulSet (when no ``broker_url``), the setup Job, then per node in spec
+    order its headless Service, workload, PodDisruptionBudget and ScaledObject. The flow must be valid
     (``InvalidFlowError`` otherwise).
     """
     opts = options
@@ -732,15 +906,28 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         match = BROKER_URL_PATTERN.fullmatch(broker_url)
         assert match is not None  # RenderOptions checked it
         monitoring = opts.broker_monitoring or f"{match['host']}:{BROKER_MONITOR_PORT}"
-    ctx = _Ctx(spec, opts, flow_label(spec.name), broker_url, monitoring, scaled)
+    ctx = _Ctx(
+        spec,
+        opts,
+        flow_label(spec.name),
+        broker_url,
+        monitoring,
+        scaled,
+        credentials_secret_name(spec.name, opts.run_id),
+        opts.broker_url is None,
+    )
+    topo = broker_topology(spec, opts.run_id)
     out: list[dict[str, Any]] = []
+    if opts.secret_values is not None:
+        out.append(_credentials_secret(ctx, topo))
+    if opts.network_policies:
+        out.extend(_network_policies(ctx))
     if opts.broker_url is None:
         out.extend(_broker_objects(ctx))
     out.append(_setup_job(ctx))
     first_pod: dict[str, PodRequest] = {}
     for pod in pods:
         first_pod.setdefault(pod.node, pod)
-    topo = broker_topology(spec, opts.run_id) if scaled else None
     for node, shape in zip(spec.nodes, node_shapes(spec), strict=True):
         out.extend(_node_objects(ctx, node, shape.replicas, shape.workload, first_pod[node.name]))
         if node.name in scaled:

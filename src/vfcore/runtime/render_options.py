@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
@@ -28,6 +28,7 @@ from vfcore.placement.claims import (
 )
 from vfcore.placement.dra.cel import compile_selector
 from vfcore.quantity import canonical_units
+from vfcore.runtime.run_security import RunSecrets
 from vfcore.runtime.topology import check_run_id
 from vfcore.scaling.rule import DEFAULT_LAG_THRESHOLD, DEFAULT_MAX_REPLICAS
 
@@ -279,6 +280,12 @@ class RenderOptions:
     dra_mig_device_class: str = DEFAULT_DRA_MIG_DEVICE_CLASS
     dra_driver: str = DEFAULT_DRA_DRIVER
     dra_selectors: Any = ()
+    #: the run's secret values (:class:`vfcore.runtime.run_security.RunSecrets`): with
+    #: them the credentials Secret is rendered; without, objects only name it
+    secret_values: Any = field(default=None, repr=False)
+    keda_namespace: str = "keda"
+    network_policies: bool = True
+    restrict_egress: bool = False
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -491,6 +498,28 @@ class RenderOptions:
                 compile_selector(e)  # only what vfcore can evaluate is rendered
             pins.append((str(node), tuple(exprs)))
         s(self, "dra_selectors", tuple(pins))
+        if self.secret_values is not None and not isinstance(self.secret_values, RunSecrets):
+            raise render_error(
+                "invalid-render-option",
+                "secret_values is not a RunSecrets",
+                "pass vfcore.runtime.run_security.RunSecrets(seeds=…, public_keys=…, run_key=…)",
+            )
+        if (
+            not isinstance(self.keda_namespace, str)
+            or _DNS_LABEL.fullmatch(self.keda_namespace) is None
+        ):
+            raise render_error(
+                "invalid-namespace",
+                f"KEDA namespace {brief(self.keda_namespace)} is not a DNS label",
+                "pass --keda-namespace with the namespace KEDA's operator runs in, e.g. keda",
+            )
+        for name in ("network_policies", "restrict_egress"):
+            if not isinstance(getattr(self, name), bool):
+                raise render_error(
+                    "invalid-render-option",
+                    f"{name}={brief(getattr(self, name))} is not a bool",
+                    "pass True or False",
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -507,7 +536,13 @@ class RenderOptions:
             "max_replicas": self.max_replicas,
             "dra_device_class": self.dra_device_class,
             "dra_mig_device_class": self.dra_mig_device_class,
+            "keda_namespace": self.keda_namespace,
+            "network_policies": self.network_policies,
+            "restrict_egress": self.restrict_egress,
+            "secret_values": "given" if self.secret_values is not None else None,
         }
 
 
-_RESERVED_ENV = frozenset({"VF_BROKER_URL", "VF_RUN", "POD_NAME", "VF_REPLICA"})
+_RESERVED_ENV = frozenset(
+    {"VF_BROKER_URL", "VF_RUN", "POD_NAME", "VF_REPLICA", "VF_BROKER_NKEY_FILE", "VF_RUN_KEY_FILE"}
+)

@@ -30,7 +30,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/unit/test_quantity_bounds.py",
             "tests/unit/test_quantity_semantics.py",
-            "tests/unit/test_mutation_quantity.py",
         ],
     ),
     "scaling": (
@@ -38,8 +37,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/unit/test_scaling.py",
             "tests/property/test_scaling_laws.py",
-            "tests/unit/test_mutation_scaling.py",
-            "tests/property/test_mutation_scaling_laws.py",
         ],
     ),
     "packing": (
@@ -52,7 +49,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "tests/unit/test_packing_cases.py",
             "tests/property/test_packing_laws.py",
             "tests/property/test_packing_oracle.py",
-            "tests/unit/test_mutation_packing.py",
         ],
     ),
     "partition": (
@@ -60,7 +56,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/unit/test_partition_vectors.py",
             "tests/property/test_partition_laws.py",
-            "tests/unit/test_mutation_partition.py",
         ],
     ),
     "fit": (
@@ -69,7 +64,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "tests/unit/test_fit.py",
             "tests/unit/test_fit_messages.py",
             "tests/property/test_fit_laws.py",
-            "tests/unit/test_mutation_fit.py",
         ],
     ),
     "scheduler": (
@@ -83,8 +77,6 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             "tests/unit/test_scheduler_versions.py",
             "tests/property/test_scheduler_laws.py",
             "tests/property/test_scheduler_bounds_laws.py",
-            "tests/unit/test_mutation_scheduler.py",
-            "tests/property/test_mutation_scheduler_laws.py",
         ],
     ),
 }

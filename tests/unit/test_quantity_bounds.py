@@ -1,4 +1,8 @@
-"""Quantities are bounded: nothing absurd reaches the solver, and user input gets a named error."""
+"""Quantities are bounded: nothing absurd reaches the solver, and user input gets a named error.
+
+The errors' exact texts (issue 18): what failed, the value and a hint, the
+out-of-range message's magnitude and unit, and how a long value is cut.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,13 @@ import pytest
 
 from vfcore import FlowSpec, InvalidInputError, validate
 from vfcore.placement.claims import pod_requests
-from vfcore.quantity import MAX_QUANTITY_CHARS, MAX_UNITS, canonical_units, format_human
+from vfcore.quantity import (
+    MAX_QUANTITY_CHARS,
+    MAX_UNITS,
+    canonical_units,
+    format_human,
+    parse_quantity,
+)
 
 
 @pytest.mark.parametrize(
@@ -171,3 +181,97 @@ def test_a_flow_without_nodes_is_invalid() -> None:
 )
 def test_format_human_uses_one_unit_per_resource(resource: str, units: int, text: str) -> None:
     assert format_human(resource, units) == text
+
+
+# -- parse_quantity: the exact texts of its refusals ----------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["1e65", "1e-65", "1Ki2", "Gi", "", "-", "1 Gi", "1.2.3", "1ki"])
+def test_parse_quantity_refuses_what_is_not_a_quantity(bad: str):
+    with pytest.raises(InvalidInputError) as info:
+        parse_quantity(bad, what="memory of det")
+    assert info.value.rule == "invalid-quantity"
+    assert info.value.message == f"memory of det {bad!r} is not a Kubernetes quantity"
+    assert info.value.hint == (
+        "write it like 500m, 2, 2.5, 8Gi, 1e3 (see kubectl explain pod.spec.containers.resources)"
+    )
+
+
+@pytest.mark.parametrize("bad", [True, None, [1], float("nan"), float("-inf")])
+def test_parse_quantity_refuses_other_types_naming_the_value(bad: object):
+    with pytest.raises(InvalidInputError) as info:
+        parse_quantity(bad, what="cpu of det")
+    assert info.value.message == f"cpu of det {bad!r} is not a Kubernetes quantity"
+    assert "write it like 500m" in (info.value.hint or "")
+
+
+def test_parse_quantity_names_the_default_what():
+    with pytest.raises(InvalidInputError) as info:
+        parse_quantity("x")
+    assert info.value.message == "quantity 'x' is not a Kubernetes quantity"
+
+
+def test_a_too_long_quantity_is_cut_to_20_characters_in_the_message():
+    text = "12345678901234567890" + "9" * 60
+    with pytest.raises(InvalidInputError) as info:
+        parse_quantity(text, what="memory")
+    assert info.value.message == (
+        "memory '12345678901234567890'… (80 characters) is longer than 64 characters, "
+        "too long for a Kubernetes quantity"
+    )
+    assert info.value.hint == "write it like 500m, 2, 2.5, 8Gi, 1e3"
+
+
+# -- canonical_units: the out-of-range message ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "start"),
+    [
+        ("memory", "2Pi", "memory '2Pi' is about 10**15 bytes, over"),
+        ("storage", "2Pi", "storage '2Pi' is about 10**15 bytes, over"),
+        ("ephemeral-storage", "2Pi", "ephemeral-storage '2Pi' is about 10**15 bytes, over"),
+        ("cpu", "2T", "cpu '2T' is about 10**15 millicores, over"),
+        ("nvidia.com/gpu", "2P", "nvidia.com/gpu '2P' is about 10**15 units, over"),
+        ("pods", 2**200, "pods <an integer of about 10**60> is about 10**60 units, over"),
+        ("pods", 2**127, f"pods {2**127} is about 10**38 units, over"),
+        ("pods", 2**128, "pods <an integer of about 10**38> is about 10**38 units, over"),
+        ("pods", 2**129, "pods <an integer of about 10**39> is about 10**39 units, over"),
+    ],
+)
+def test_an_out_of_range_quantity_says_its_magnitude_and_unit(
+    resource: str, value: object, start: str
+):
+    with pytest.raises(InvalidInputError) as info:
+        canonical_units(resource, value)
+    assert info.value.rule == "quantity-out-of-range"
+    assert info.value.message.startswith(start)
+    assert info.value.message.endswith(
+        f"over vfcore's limit of {MAX_UNITS} (2**50: 1 PiB of memory, ~10**12 cpu cores)"
+    )
+    assert info.value.hint == (
+        "a quantity that large is a mistake (a typo, a corrupted file): give the real value"
+    )
+
+
+def test_a_long_value_is_cut_to_43_characters_in_the_out_of_range_message():
+    exactly = "1" * 41 + "e3"  # 43 characters, repr 45 > 44: cut
+    with pytest.raises(InvalidInputError) as info:
+        canonical_units("pods", exactly)
+    assert info.value.message.startswith("pods " + repr(exactly)[:43] + "… is about")
+    fits = "1" * 40 + "e3"  # repr 44 characters: shown whole
+    with pytest.raises(InvalidInputError) as info:
+        canonical_units("pods", fits)
+    assert info.value.message.startswith(f"pods {fits!r} is about 10**42 units")
+
+
+def test_canonical_units_names_the_resource_or_the_given_what():
+    with pytest.raises(InvalidInputError) as info:
+        canonical_units("memory", "x")
+    assert info.value.message == "memory 'x' is not a Kubernetes quantity"
+    with pytest.raises(InvalidInputError) as info:
+        canonical_units("memory", "x", what="det.memory")
+    assert info.value.message == "det.memory 'x' is not a Kubernetes quantity"
+    with pytest.raises(InvalidInputError) as info:
+        canonical_units("memory", "3Pi", what="det.memory")
+    assert info.value.message.startswith("det.memory '3Pi' is about")

@@ -10,6 +10,10 @@
 
 vfcore's own ceiling (``MAX_UNITS`` = 2**50) still applies on top: a
 saturated value is far above it, so a node with one is unreadable.
+
+Then the tables (issue 18): ``format_quantity`` for every resource kind with a
+round-trip law, ``parse_quantity``'s float branch, every suffix and exponent form
+with a number other than 1, and ``format_human`` keeping an overcommitted sign.
 """
 
 from __future__ import annotations
@@ -18,10 +22,19 @@ import json
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vfcore import InvalidInputError
 from vfcore.cluster import snapshot_from_kubernetes
-from vfcore.quantity import MAX_INT64, MAX_UNITS, canonical_units, parse_quantity
+from vfcore.quantity import (
+    MAX_INT64,
+    MAX_UNITS,
+    canonical_units,
+    format_human,
+    format_quantity,
+    parse_quantity,
+)
 
 
 @pytest.mark.parametrize(
@@ -138,3 +151,118 @@ def test_a_node_with_a_saturating_quantity_is_unreadable_not_8_eib() -> None:
     assert "over vfcore's limit of 2**50 units" in unreadable.reason
     assert unreadable.bound is not None
     assert unreadable.bound.allocatable_of("memory") == 32 * 2**30  # status.capacity bounds it
+
+
+# -- format_quantity -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "units", "text"),
+    [
+        ("cpu", 2500, "2500m"),
+        ("cpu", 2000, "2"),
+        ("cpu", 1000, "1"),
+        ("cpu", 999, "999m"),
+        ("cpu", 1001, "1001m"),
+        ("cpu", 0, "0"),
+        ("cpu", 250, "250m"),
+        ("memory", 8 * 2**30, "8Gi"),
+        ("memory", 3 * 2**40, "3Ti"),
+        ("memory", 1536 * 2**20, "1536Mi"),
+        ("memory", 2**20, "1Mi"),
+        ("memory", 1024, "1Ki"),
+        ("memory", 1000, "1000"),
+        ("memory", 1, "1"),
+        ("memory", 0, "0"),
+        ("ephemeral-storage", 2**30, "1Gi"),
+        ("storage", 5 * 2**10, "5Ki"),
+        ("pods", 110, "110"),
+        ("pods", 1024, "1024"),
+        ("nvidia.com/gpu", 2**30, str(2**30)),
+    ],
+)
+def test_format_quantity_table(resource: str, units: int, text: str):
+    assert format_quantity(resource, units) == text
+
+
+@settings(max_examples=150)
+@given(
+    st.sampled_from(["cpu", "memory", "ephemeral-storage", "storage", "pods", "nvidia.com/gpu"]),
+    st.one_of(
+        st.integers(0, 10**6),
+        st.integers(0, 2**12).map(lambda k: k * 2**20),
+        st.integers(0, 64).map(lambda k: k * 1000),
+    ),
+)
+def test_format_quantity_reads_back_to_the_same_units(resource: str, units: int):
+    assert canonical_units(resource, format_quantity(resource, units)) == units
+
+
+# -- parse_quantity --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.1, Fraction(1, 10)),
+        (2.5, Fraction(5, 2)),
+        (3.0, Fraction(3)),
+        (-0.25, Fraction(-1, 4)),
+        (0, Fraction(0)),
+        (7, Fraction(7)),
+        ("2e3", Fraction(2000)),
+        ("3E-2", Fraction(3, 100)),
+        ("1.5e+2", Fraction(150)),
+        ("1e64", Fraction(10**64)),
+        ("5e-64", Fraction(1, 10**9)),  # below a nano: rounded up to one
+        ("2Ki", Fraction(2048)),
+        ("3Mi", Fraction(3 * 2**20)),
+        ("2Gi", Fraction(2 * 2**30)),
+        ("2Ti", Fraction(2 * 2**40)),
+        ("2Pi", Fraction(2 * 2**50)),
+        ("2Ei", Fraction(2 * 2**60)),
+        ("1.5Ki", Fraction(1536)),
+        ("3n", Fraction(3, 10**9)),
+        ("3u", Fraction(3, 10**6)),
+        ("3m", Fraction(3, 1000)),
+        ("3k", Fraction(3000)),
+        ("3M", Fraction(3 * 10**6)),
+        ("3G", Fraction(3 * 10**9)),
+        ("3T", Fraction(3 * 10**12)),
+        ("3P", Fraction(3 * 10**15)),
+        ("3E", Fraction(3 * 10**18)),
+        ("-2Gi", Fraction(-2 * 2**30)),
+        ("+7", Fraction(7)),
+        (".5", Fraction(1, 2)),
+        ("5.", Fraction(5)),
+        ("-0.0000000001", Fraction(-1, 10**9)),  # magnitude up, sign kept
+        ("1.0000000001", Fraction(1_000_000_001, 10**9)),
+        ("0.5n", Fraction(1, 10**9)),
+        ("7Ei", Fraction(7 * 2**60)),
+        ("8Ei", Fraction(2**63 - 1)),  # 2**63 saturates at 2**63 - 1
+        ("8E", Fraction(8 * 10**18)),  # a decimal suffix is not capped
+    ],
+)
+def test_parse_quantity_table(value: object, expected: Fraction):
+    assert parse_quantity(value) == expected
+
+
+# -- format_human: an overcommitted value keeps its sign -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resource", "units", "text"),
+    [
+        ("cpu", -2500, "-2.5"),
+        ("cpu", -250, "-0.25"),
+        ("cpu", -3000, "-3"),
+        ("cpu", 1010, "1.01"),
+        ("memory", -(2**30), "-1.0Gi"),
+        ("memory", -1, "-<0.1Gi"),
+        ("pods", -3, "-3"),
+    ],
+)
+def test_format_human_keeps_the_sign_of_an_overcommitted_value(
+    resource: str, units: int, text: str
+):
+    assert format_human(resource, units) == text

@@ -189,21 +189,29 @@ class Bridge:
         """
         import nats
 
-        host, port = check_broker_url(url)
-        shown = shown_url(url)
+        # several servers of one cluster: nats://a:4222,nats://b:4222 (any of them will do;
+        # nats-py also learns the cluster's other servers from the one it reaches)
+        servers = [u.strip() for u in url.split(",") if u.strip()] or [url]
+        addresses = [check_broker_url(u) for u in servers]
+        shown = ",".join(shown_url(u) for u in servers)
         creds = credentials if credentials is not None else BrokerCredentials()
         self.who = f"{name} ({creds.describe()})"
-        options = creds.connect_options(url)
-        try:
-            with socket.create_connection((host, port), timeout=connect_timeout_s):
-                pass
-        except OSError as exc:
+        options = creds.connect_options(servers[0])
+        reasons = []
+        for host, port in addresses:
+            try:
+                with socket.create_connection((host, port), timeout=connect_timeout_s):
+                    pass
+                break
+            except OSError as exc:
+                reasons.append(str(exc.strerror or exc))
+        else:
             raise InvalidInputError(
                 "broker-unreachable",
-                f"cannot connect to the NATS server at {shown}: {exc.strerror or exc}",
+                f"cannot connect to the NATS server at {shown}: {'; '.join(reasons)}",
                 "start one (nats-server -js) or use --broker embedded; check host, port and "
                 "that JetStream is enabled",
-            ) from None
+            )
 
         async def on_disconnect() -> None:
             self.disconnected = True
@@ -228,7 +236,7 @@ class Bridge:
 
         async def go() -> Any:
             return await nats.connect(
-                url,
+                servers,
                 name=name,
                 connect_timeout=connect_timeout_s,
                 allow_reconnect=True,
@@ -367,7 +375,12 @@ async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
         await js.key_value(topo.control.bucket)
     except Exception:
         await js.create_key_value(
-            KeyValueConfig(bucket=topo.control.bucket, history=1, storage=StorageType.FILE)
+            KeyValueConfig(
+                bucket=topo.control.bucket,
+                history=1,
+                storage=StorageType.FILE,
+                replicas=topo.options.stream_replicas,
+            )
         )
     if topo.control.splits:
         try:
@@ -380,6 +393,7 @@ async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
                     history=1,
                     storage=StorageType.FILE,
                     ttl=max(topo.options.duplicate_window_s, 60.0),
+                    replicas=topo.options.stream_replicas,
                 )
             )
 

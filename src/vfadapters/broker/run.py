@@ -394,7 +394,12 @@ class BrokerRun:
             exists = True
         except BucketNotFoundError:
             kv = await js.create_key_value(
-                KeyValueConfig(bucket=control.bucket, history=1, storage=StorageType.FILE)
+                KeyValueConfig(
+                    bucket=control.bucket,
+                    history=1,
+                    storage=StorageType.FILE,
+                    replicas=self.topo.options.stream_replicas,
+                )
             )
             exists = False
         self.kv = kv

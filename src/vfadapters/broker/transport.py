@@ -83,6 +83,10 @@ DEFAULT_MAX_PAYLOAD = 1 << 20
 STATS_INTERVAL_S = 0.5
 #: JetStream refuses a publish to a full ``discard new`` stream with this code
 _STORE_FULL_CODES = frozenset({10077, 10027, 10047})
+#: answers of a JetStream cluster while a stream's leader changes (issue 26): "duplicate
+#: message id is in process" (an earlier attempt with the same id is still being
+#: replicated: the next attempt finds it stored, or stores it) — waited out
+_IN_PROCESS_CODES = frozenset({10158})
 #: what the server refusing this replica's credentials is named (vfadapters/broker/client.py)
 _REFUSALS = ("broker-unauthorized", "broker-permission-denied", "broker-tls", "broker-credentials")
 #: JetStream's "no message found" (a ledger lookup that finds nothing)
@@ -346,12 +350,23 @@ class StreamInput:
             return False
         self.next_end_check = now + 0.2
         t = self.t
-        if not self.upstream_done:
-            self.upstream_done = t.bridge.run(t.replicas_done(self.parent))
+        import nats.errors
+
+        # a server that cannot answer now (a cluster electing a leader, a reconnect) has
+        # not said the input ended: ask again at the next check
+        try:
             if not self.upstream_done:
-                return False
-        c = self.consumer
-        info = t.bridge.run(api_request(t.bridge.nc, f"$JS.API.CONSUMER.INFO.{c.stream}.{c.name}"))
+                self.upstream_done = t.bridge.run(t.replicas_done(self.parent))
+                if not self.upstream_done:
+                    return False
+            c = self.consumer
+            info = t.bridge.run(
+                api_request(t.bridge.nc, f"$JS.API.CONSUMER.INFO.{c.stream}.{c.name}")
+            )
+        except (nats.errors.Error, TimeoutError, OSError) as exc:
+            t.note_broker_error(exc)
+            t.bridge.raise_if_denied()
+            return False
         if info.get("error"):
             t.note_broker_error(RuntimeError(str(info["error"])))
             return False
@@ -902,6 +917,10 @@ class BrokerTransport:
                 if exc.err_code in _STORE_FULL_CODES or "maximum" in str(exc.description or ""):
                     if outlet is not None:
                         outlet.waits += 1  # the stream is full: back-pressure, never loss
+                elif exc.err_code in _IN_PROCESS_CODES or (exc.code or 0) >= 500:
+                    # a cluster electing a stream's leader (503), or an earlier attempt with
+                    # this id still in flight: the same id again is never stored twice
+                    self.note_broker_error(exc)
                 else:
                     raise
             except (nats.errors.Error, TimeoutError, OSError) as exc:
@@ -1009,7 +1028,12 @@ class BrokerTransport:
         if self.large is None:
             from vfadapters.broker.payloads import LargePayloads
 
-            self.large = LargePayloads(self.bridge.nc, self.bridge.js, self.topo.control.objects)
+            self.large = LargePayloads(
+                self.bridge.nc,
+                self.bridge.js,
+                self.topo.control.objects,
+                replicas=self.topo.options.stream_replicas,
+            )
             self.bridge.run(self.large.ensure(), timeout_s=30)
         ref: bytes = self.bridge.run(self.large.put(key, [data]), timeout_s=120)
         return ref
@@ -1018,7 +1042,12 @@ class BrokerTransport:
         if self.large is None:
             from vfadapters.broker.payloads import LargePayloads
 
-            self.large = LargePayloads(self.bridge.nc, self.bridge.js, self.topo.control.objects)
+            self.large = LargePayloads(
+                self.bridge.nc,
+                self.bridge.js,
+                self.topo.control.objects,
+                replicas=self.topo.options.stream_replicas,
+            )
         if not self.large.is_reference(data):
             return data
         return self.bridge.run(self.large.get(data), timeout_s=120)

@@ -153,6 +153,14 @@ def register(sub: Any) -> None:
         help="--broker: messages a consumer may have in flight, unacknowledged (1024)",
     )
     p.add_argument(
+        "--stream-replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="--broker URL: servers of its JetStream cluster that hold each of the run's "
+        "streams and buckets (1; 3 survives the loss of any one server of three)",
+    )
+    p.add_argument(
         "--keep-streams",
         action="store_true",
         help="--broker: leave the run's streams on the server at the end (default: deleted; "
@@ -214,7 +222,16 @@ def _run_on_broker(args: argparse.Namespace) -> Any:
     from vfadapters.broker.run import BrokerRunOptions, run_on_broker
     from vfadapters.cli.worker_command import topology_options
     from vfadapters.runtime.options import RunOptions
+    from vfcore import InvalidInputError
 
+    if args.broker == "embedded" and args.stream_replicas != 1:
+        raise InvalidInputError(
+            "invalid-option",
+            f"--stream-replicas {args.stream_replicas}: --broker embedded starts one server, "
+            "which holds one copy of each stream",
+            "leave --stream-replicas out, or run on a JetStream cluster: --broker "
+            "nats://host:4222 --stream-replicas 3",
+        )
     options = RunOptions(
         drain_timeout_s=args.drain_timeout,
         retries=args.retries,

@@ -84,6 +84,14 @@ def add_broker_options(p: Any) -> None:
         metavar="N",
         help="messages a consumer may have in flight, unacknowledged (1024)",
     )
+    p.add_argument(
+        "--stream-replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="servers of a JetStream cluster that hold each stream and bucket this creates "
+        "(1; 3 survives the loss of any one server of three)",
+    )
     add_run_key_option(p)
 
 
@@ -103,6 +111,7 @@ def topology_options(args: argparse.Namespace, realtime_keep: int | None = None)
     from vfadapters.cli.inputs import DAY, check_count, check_seconds
     from vfcore import InvalidInputError
     from vfcore.runtime import TopologyOptions
+    from vfcore.runtime.topology import MAX_STREAM_REPLICAS
 
     if args.retries < 0:
         raise InvalidInputError(
@@ -111,12 +120,15 @@ def topology_options(args: argparse.Namespace, realtime_keep: int | None = None)
     check_count(args.retries, "--retries", least=0, most=MAX_RETRIES, example="2")
     check_seconds(args.ack_wait, "--ack-wait", most=DAY, example="30")
     check_count(args.max_ack_pending, "--max-ack-pending", least=1, most=2**31 - 1, example="1024")
+    replicas = getattr(args, "stream_replicas", 1)
+    check_count(replicas, "--stream-replicas", least=1, most=MAX_STREAM_REPLICAS, example="3")
     window = max(120.0, 4 * args.ack_wait)
     return TopologyOptions(
         realtime_keep=realtime_keep or 1,
         max_ack_pending=args.max_ack_pending,
         ack_wait_s=args.ack_wait,
         duplicate_window_s=window,
+        stream_replicas=replicas,
     )
 
 

@@ -44,12 +44,16 @@ from vfcore.runtime.broker_auth import (
 from vfcore.runtime.topology import BrokerTopology
 
 __all__ = [
+    "BROKER_ROUTE_PORT",
     "CONFIG_KEY",
     "CREDENTIALS_DIR",
+    "ROUTE_USER",
     "RUN_KEY",
     "RUN_KEY_BYTES",
     "SETUP_DIR",
+    "BrokerCluster",
     "RunSecrets",
+    "cluster_block",
     "seed_key",
     "server_config",
 ]
@@ -66,6 +70,72 @@ CREDENTIALS_DIR: Final = "/etc/vf/credentials"
 SETUP_DIR: Final = "/etc/vf/setup"
 #: Where the broker finds its configuration.
 NATS_CONFIG_DIR: Final = "/etc/nats"
+#: The Secret's key holding the password of the broker cluster's routes.
+ROUTE_PASSWORD_KEY: Final = "route-password"
+#: The shortest route password :class:`RunSecrets` takes.
+ROUTE_PASSWORD_MIN: Final = 32
+#: The user name every route of the run's broker cluster presents.
+ROUTE_USER: Final = "vf-route"
+#: The port the broker's servers route to each other on (NATS' default).
+BROKER_ROUTE_PORT: Final = 6222
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerCluster:
+    """The JetStream cluster block of the broker's ``nats.conf`` (``--broker-replicas 3``).
+
+    ``name``: the cluster's name (every server the same); ``routes``: ``host:port`` of
+    every server's route listener, itself included (a server ignores its own);
+    ``server_name``: this server's name, unique in the cluster — ``$POD_NAME``, which
+    nats-server reads from the environment when the file does not define it (each
+    pod of the StatefulSet has its own). Routes authenticate with
+    :data:`ROUTE_USER` and the run's route password: a server that does not know
+    it cannot join the cluster (and so cannot read a stream).
+
+    >>> print(cluster_block(BrokerCluster("vf-b", ("b-0.b-hl:6222", "b-1.b-hl:6222")), "x" * 32))
+    server_name: $POD_NAME
+    cluster {
+      name: "vf-b"
+      port: 6222
+      authorization {
+        user: "vf-route"
+        password: "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+        timeout: 2
+      }
+      routes: [
+        "nats://vf-route:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx@b-0.b-hl:6222"
+        "nats://vf-route:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx@b-1.b-hl:6222"
+      ]
+    }
+    <BLANKLINE>
+    """
+
+    name: str
+    routes: tuple[str, ...]
+    port: int = BROKER_ROUTE_PORT
+    server_name: str = "$POD_NAME"
+    host: str | None = None  # the route listener's address (None: every interface)
+
+
+def cluster_block(cluster: BrokerCluster, password: str) -> str:
+    """The ``server_name`` line and ``cluster { … }`` block for ``cluster`` (see there)."""
+    routes = "".join(f'    "nats://{ROUTE_USER}:{password}@{r}"\n' for r in cluster.routes)
+    return (
+        f"server_name: {cluster.server_name}\n"
+        "cluster {\n"
+        f'  name: "{cluster.name}"\n'
+        + (f'  host: "{cluster.host}"\n' if cluster.host is not None else "")
+        + f"  port: {int(cluster.port)}\n"
+        "  authorization {\n"
+        f'    user: "{ROUTE_USER}"\n'
+        f'    password: "{password}"\n'
+        "    timeout: 2\n"
+        "  }\n"
+        "  routes: [\n"
+        f"{routes}"
+        "  ]\n"
+        "}\n"
+    )
 
 
 def seed_key(role: str, *, flow: str, run_id: str) -> str:
@@ -93,6 +163,9 @@ class RunSecrets:
     seeds: Any = field(repr=False)
     public_keys: Any
     run_key: bytes = field(repr=False)
+    #: the password of the broker cluster's routes (``--broker-replicas 3``): random
+    #: letters and digits, at least 32; ``None`` for a single server
+    route_password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -131,6 +204,18 @@ class RunSecrets:
                     f"the seed of role {role} is not a NATS user seed ('SU' and 56 more)",
                     "generate it with nkeys.encode_seed(os.urandom(32), PREFIX_BYTE_USER)",
                 )
+        if self.route_password is not None and not (
+            isinstance(self.route_password, str)
+            and len(self.route_password) >= ROUTE_PASSWORD_MIN
+            and self.route_password.isascii()
+            and self.route_password.isalnum()
+        ):
+            raise InvalidInputError(
+                "invalid-run-secrets",
+                f"the route password must be at least {ROUTE_PASSWORD_MIN} ASCII letters "
+                "and digits (it is written into route URLs)",
+                "use secrets.token_hex(32)",
+            )
         if not isinstance(self.run_key, bytes) or len(self.run_key) != RUN_KEY_BYTES:
             raise InvalidInputError(
                 "invalid-run-secrets",
@@ -150,9 +235,17 @@ class RunSecrets:
 
 
 def server_config(
-    topo: BrokerTopology, public_keys: Mapping[str, str], *, port: int, http_port: int
+    topo: BrokerTopology,
+    public_keys: Mapping[str, str],
+    *,
+    port: int,
+    http_port: int,
+    cluster: BrokerCluster | None = None,
+    route_password: str | None = None,
+    store_dir: str = "/data",
 ) -> str:
-    """The in-cluster server's ``nats.conf``: ports, JetStream in ``/data``, the users.
+    """The in-cluster server's ``nats.conf``: ports, JetStream in ``/data``, the users,
+    and with ``cluster`` its routes (:func:`cluster_block`, ``route_password`` needed).
 
     Public keys only (the server checks signatures against them); the text is
     kept in the run's Secret with the seeds, because it is generated with them.
@@ -162,8 +255,17 @@ def server_config(
         "# vf: the run's NATS server (docs/security.md)\n"
         f"port: {int(port)}\n"
         f"http_port: {int(http_port)}\n"
-        'jetstream {\n  store_dir: "/data"\n}\n'
+        f'jetstream {{\n  store_dir: "{store_dir}"\n}}\n'
     )
+    if cluster is not None:
+        if route_password is None:
+            raise InvalidInputError(
+                "invalid-run-secrets",
+                f"the broker of run {topo.run_id} is a cluster of {len(cluster.routes)} "
+                "servers, but the run's secrets hold no route password",
+                "generate the run's secrets with a route password (vf deploy does)",
+            )
+        head += cluster_block(cluster, route_password)
     return head + render_authorization(users)
 
 
@@ -174,15 +276,26 @@ def secret_data(
     in_cluster_broker: bool,
     port: int,
     http_port: int,
+    cluster: BrokerCluster | None = None,
 ) -> dict[str, str]:
     """The Secret's ``data`` (base64): the run key, and with an in-cluster broker its
-    configuration and every role's seed."""
+    configuration and every role's seed (and with ``cluster``, the route password)."""
     data = {RUN_KEY: base64.b64encode(secrets.run_key).decode("ascii")}
     if in_cluster_broker:
         secrets.check_roles(topo)
         keys = dict(secrets.public_keys)
-        config = server_config(topo, keys, port=port, http_port=http_port)
+        config = server_config(
+            topo,
+            keys,
+            port=port,
+            http_port=http_port,
+            cluster=cluster,
+            route_password=secrets.route_password,
+        )
         data[CONFIG_KEY] = base64.b64encode(config.encode("utf-8")).decode("ascii")
+        if cluster is not None and secrets.route_password is not None:
+            password = secrets.route_password.encode("ascii")
+            data[ROUTE_PASSWORD_KEY] = base64.b64encode(password).decode("ascii")
         for role, seed in secrets.seeds:
             if role in keys:
                 key = seed_key(role, flow=topo.flow, run_id=topo.run_id)

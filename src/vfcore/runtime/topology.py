@@ -71,6 +71,7 @@ from vfcore.runtime.layout import Routing
 
 __all__ = [
     "MAX_NATS_NAME",
+    "MAX_STREAM_REPLICAS",
     "MAX_SUBJECT",
     "RUN_ID_PATTERN",
     "BrokerTopology",
@@ -104,6 +105,8 @@ _RUN_ID = re.compile(RUN_ID_PATTERN)
 _NS_PER_S: Final[int] = 1_000_000_000
 _NAME_FORBIDDEN: Final[frozenset[str]] = frozenset(".*>/\\")
 _MAX_KEEP: Final[int] = 1 << 24
+#: The most servers JetStream keeps one stream on (``num_replicas``).
+MAX_STREAM_REPLICAS: Final[int] = 5
 
 
 # -- the NATS rules --------------------------------------------------------------
@@ -227,6 +230,10 @@ class TopologyOptions:
     owners (:func:`vfcore.partition_of`). ``scalable``: nodes whose replicas may
     be added or removed while they run (autoscaling, KEDA): their edges are
     ``competing`` whatever their ``nb_tasks``, so their replicas share work.
+    ``stream_replicas``: how many servers of a JetStream cluster hold each of the
+    run's streams and buckets (``num_replicas``, 1 .. :data:`MAX_STREAM_REPLICAS`):
+    3 on a three-server cluster survives the loss of any one server (a stream's
+    Raft group keeps a quorum of 2); 1, the default, is what one server can hold.
     """
 
     realtime_keep: int = 1
@@ -236,6 +243,7 @@ class TopologyOptions:
     batch_max_msgs: int = 1_000_000
     strategy: Strategy = "modulo"
     scalable: tuple[str, ...] = ()
+    stream_replicas: int = 1
 
     def __post_init__(self) -> None:
         keep = self.realtime_keep
@@ -281,6 +289,14 @@ class TopologyOptions:
                 f"scalable={brief(scalable)} must be a tuple of node names",
                 "name the nodes whose replicas may be added while they run",
             )
+        replicas = self.stream_replicas
+        if not _is_int(replicas) or not 1 <= replicas <= MAX_STREAM_REPLICAS:
+            raise _option_error(
+                f"stream_replicas={brief(replicas)} must be an int from 1 to "
+                f"{MAX_STREAM_REPLICAS} (JetStream keeps a stream on at most "
+                f"{MAX_STREAM_REPLICAS} servers)",
+                "use 1 on one server, 3 on a cluster of 3 or more servers",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -291,6 +307,7 @@ class TopologyOptions:
             "batch_max_msgs": self.batch_max_msgs,
             "strategy": self.strategy,
             "scalable": list(self.scalable),
+            "stream_replicas": self.stream_replicas,
         }
 
 
@@ -702,6 +719,7 @@ def broker_topology(
         storage="file",
         discard="new",
         duplicate_window=_ns(opts.duplicate_window_s),
+        num_replicas=opts.stream_replicas,
     )
     short = label[:48].rstrip("-")
     ledger_prefix = f"{scope}.led_{digest}"
@@ -725,6 +743,7 @@ def broker_topology(
             storage="file",
             discard="new",
             duplicate_window=_ns(opts.duplicate_window_s),
+            num_replicas=opts.stream_replicas,
             allow_direct=True,
         )
     return BrokerTopology(
@@ -754,6 +773,7 @@ def _output_stream(name: str, pattern: str, realtime: bool, opts: TopologyOption
             discard="old",
             max_msgs_per_subject=opts.realtime_keep,
             duplicate_window=_ns(opts.duplicate_window_s),
+            num_replicas=opts.stream_replicas,
         )
     return StreamConfig(
         name=name,
@@ -763,6 +783,7 @@ def _output_stream(name: str, pattern: str, realtime: bool, opts: TopologyOption
         discard="new",
         max_msgs=opts.batch_max_msgs,
         duplicate_window=_ns(opts.duplicate_window_s),
+        num_replicas=opts.stream_replicas,
     )
 
 

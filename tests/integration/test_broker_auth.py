@@ -30,7 +30,7 @@ import pytest
 
 from tests.integration.cli_helpers import REPO, assert_bad_input, run_vf
 from tests.integration.conftest import _binary
-from tests.integration.test_local_batch import write_flow
+from tests.support.flows import write_flow
 from vfadapters.broker.client import Bridge, ensure_topology
 from vfadapters.broker.credentials import (
     BrokerCredentials,

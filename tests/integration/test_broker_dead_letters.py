@@ -17,7 +17,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 from vfadapters.broker.server import NatsServer
 
 VF = Path(sys.executable).parent / "vf"

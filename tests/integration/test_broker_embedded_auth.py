@@ -29,7 +29,7 @@ import nats
 import pytest
 
 from tests.integration.cli_helpers import REPO
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 from vfadapters.broker.credentials import generate_seed
 
 SEED = re.compile(r"SU[A-Z2-7]{56}")

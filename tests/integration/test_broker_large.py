@@ -26,7 +26,7 @@ from typing import Any
 import nats
 import numpy as np
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 from vfadapters.broker.client import api_request, delete_topology, is_not_found
 from vfadapters.broker.run import BrokerRunOptions, run_on_broker
 from vfadapters.broker.server import NatsServer

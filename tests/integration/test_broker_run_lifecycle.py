@@ -19,8 +19,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -29,43 +27,11 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import finish, read_lines, slow_flow, vf, write_flow
 from tests.support.processes import replica_pids
 from vfadapters.broker.server import NatsServer
 from vfadapters.loading import load_runnable
 from vfcore.runtime import broker_topology
-
-VF = Path(sys.executable).parent / "vf"
-
-
-def vf(*args: object, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(VF), *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
-
-
-def slow_flow(tmp_path: Path, out: Path, n: int = 600, sleep: float = 0.004) -> Path:
-    return write_flow(
-        tmp_path,
-        f"""
-        class Resumable(Numbers):
-            def resume(self, position):
-                self.i = position
-
-        src = Resumable({n}, name="src", sleep={sleep})
-        work = Tag("w", name="work")(src)
-        flow = Flow([Record({str(out)!r}, name="sink")(work)], flow_type=BATCH)
-        """,
-    )
 
 
 def test_a_run_id_in_use_is_refused_and_a_kept_run_resumes_then_is_removed(

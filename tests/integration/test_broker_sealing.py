@@ -30,8 +30,7 @@ import nats
 import pytest
 
 from tests.integration.cli_helpers import assert_bad_input
-from tests.integration.test_broker_run_lifecycle import finish, slow_flow, vf
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import finish, read_lines, slow_flow, vf, write_flow
 from vfadapters.broker.keys import read_run_key, store_path
 from vfadapters.broker.record import pack
 from vfadapters.broker.sealing import RecordSealer, edge_domain

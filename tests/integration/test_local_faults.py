@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 
 VF = Path(sys.executable).parent / "vf"
 

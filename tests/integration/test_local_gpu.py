@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 from vfadapters.local import run
 from vfcore.runtime.devices import GpuDevice
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 from vfadapters.local import run
 from vfcore import InvalidInputError
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli_helpers import REPO, assert_bad_input, one_json_document, run_vf
-from tests.integration.test_local_batch import write_flow
+from tests.support.flows import write_flow
 
 FAILING = 30  # items 0, 3, 6, … 87 of 90 raise
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import IO
 
 from tests.integration.cli_helpers import run_vf
-from tests.integration.test_local_batch import VF, write_flow
-from tests.integration.test_run_signals import group_members, wait_until, with_group_killed
+from tests.support.flows import VF, write_flow
+from tests.support.processes import group_members, wait_until, with_group_killed
 
 
 def start_with_stderr(

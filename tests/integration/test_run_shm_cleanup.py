@@ -14,8 +14,8 @@ import signal
 from pathlib import Path
 
 from tests.integration.cli_helpers import run_vf
-from tests.integration.test_local_batch import VF, write_flow
-from tests.integration.test_run_signals import (
+from tests.support.flows import VF, write_flow
+from tests.support.processes import (
     group_members,
     run_files,
     start,

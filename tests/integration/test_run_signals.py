@@ -12,39 +12,20 @@ process of the group left running, and none of the run's files left in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_local_batch import VF, read_lines, write_flow
+from tests.support.flows import VF, read_lines, write_flow
+from tests.support.processes import group_members, run_files, start, wait_until, with_group_killed
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-
-SHM = Path("/dev/shm")
-
-
-def group_members(pgid: int) -> set[int]:
-    """Pids of running (not zombie) processes whose process group is ``pgid``."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            out.add(int(entry.name))
-    return out
 
 
 def children_of(pid: int) -> set[int]:
@@ -60,20 +41,6 @@ def children_of(pid: int) -> set[int]:
     return out
 
 
-def run_files(coordinator: int) -> list[str]:
-    """Files in /dev/shm of runs coordinated by pid ``coordinator``: segments and semaphores."""
-    prefixes = (f"vf-{coordinator}-", f"sem.vf-{coordinator}-")
-    return sorted(p.name for p in SHM.iterdir() if p.name.startswith(prefixes))
-
-
-def wait_until(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
 def endless_flow(tmp_path: Path, out: Path) -> Path:
     """An endless BATCH producer → two competing replicas → a sink recording every item."""
     return write_flow(
@@ -83,17 +50,6 @@ def endless_flow(tmp_path: Path, out: Path) -> Path:
         work = Tag("w", name="work", nb_tasks=2)(src)
         flow = Flow([Record({str(out)!r}, name="sink")(work)], flow_type=BATCH)
         """,
-    )
-
-
-def start(command: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        start_new_session=True,  # its own process group: the group is the run
     )
 
 
@@ -172,16 +128,6 @@ def test_timeout_ends_a_batch_run_as_a_clean_stop(tmp_path: Path) -> None:
         with_group_killed(proc)
     doc = assert_stopped_cleanly(proc, stdout, stderr, out, vf)
     assert doc["stop"] == {"how": "drained", "signal": "SIGTERM"}
-
-
-def with_group_killed(proc: subprocess.Popen[str]) -> None:
-    """Cleanup after a failed assertion: nothing of the group may outlive the test."""
-    if group_members(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait(10)
 
 
 def test_a_process_a_node_starts_does_not_inherit_ignored_signals(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli_helpers import REPO
-from tests.integration.test_local_batch import write_flow
+from tests.support.flows import write_flow
 from tests.support.processes import descendants, running
 from vfadapters.broker.server import find_nats_server
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_local_batch import read_lines, write_flow
+from tests.support.flows import read_lines, write_flow
 from tests.support.processes import node_pids
 from vfadapters.broker.run import BrokerRunOptions, run_on_broker
 from vfadapters.broker.server import NatsServer

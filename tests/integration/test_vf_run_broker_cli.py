@@ -23,7 +23,7 @@ import nats
 import pytest
 
 from tests.integration.cli_helpers import REPO
-from tests.integration.test_local_batch import write_flow
+from tests.support.flows import write_flow
 from vfadapters.broker.client import api_request, delete_topology, ensure_topology
 from vfadapters.broker.record import pack
 from vfadapters.broker.server import NatsServer

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli_helpers import REPO, assert_bad_input
-from tests.integration.test_local_batch import write_flow
+from tests.support.flows import write_flow
 from vfadapters.broker.server import NatsServer
 
 #: the variables replica_from_env reads: none leaks in from the machine the tests run on

@@ -117,6 +117,9 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         self.ready_workloads = False
         #: Emulate the Job controller: a Job applied is stored with ``Complete=True``.
         self.complete_jobs = False
+        #: ``(plural, name)`` whose DELETE only sets ``deletionTimestamp`` (a pod on a dead
+        #: node, an object held by a finalizer): the object stays until the test removes it.
+        self.lingering: set[tuple[str, str]] = set()
 
     async def _serve_list(self, request: rendering.Request) -> Any:
         doc = await super()._serve_list(request)
@@ -163,6 +166,17 @@ class FakeKubeHandler(kmock.KubernetesEmulator):  # type: ignore[misc]
         if request.subresource == "log" and request.resource is not None:
             text = self.logs.get((request.namespace or "", request.name or ""), "")
             return aiohttp.web.Response(text=text, content_type="text/plain")
+        if (
+            request.method.value.upper() == "DELETE"
+            and request.resource is not None
+            and (request.resource.plural, request.name) in self.lingering
+        ):
+            key = (request.resource, request.namespace, request.name)
+            if key in self._objects and not self._objects[key].deleted:
+                obj = copy.deepcopy(self._objects[key].raw)
+                obj.setdefault("metadata", {})["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                self._objects[key].create(obj)
+                return aiohttp.web.json_response(obj, status=200)
         content_type = request.headers.get("Content-Type", "")
         if request.method.value.upper() == "PATCH" and content_type.startswith(APPLY):
             return await self._apply(request)

@@ -345,3 +345,16 @@ def test_the_nodes_table_shows_one_unit_per_resource(tmp_path):
     assert "182.2Gi" in memory and "128.6Gi" in memory
     assert cpu and all(re.fullmatch(r"\d+(\.\d+)?", cell) for cell in cpu), cpu
     assert "7.5" in cpu
+
+
+def test_an_unknown_plan_says_what_is_unknown_and_why_not_a_solver_status() -> None:
+    result = run_vf("plan", REPO / "examples/traffic.py", "--cluster", CLUSTERS / "refused-pods")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("exclusive mode: UNKNOWN")
+    assert lines[1].startswith("  unknown: pods: the API refused the pod listing: Forbidden")
+    assert "on the nodes whose state is known: 0 of 10 pod(s) placed" in lines[2]
+    assert "INFEASIBLE" not in result.stdout and "solver:" not in result.stdout
+    (sched,) = [line for line in lines if line.startswith("kube-scheduler model")]
+    assert "unknown occupancy" in sched and "may be left Pending" in sched
+    assert "(stranded:" not in sched

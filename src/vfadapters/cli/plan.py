@@ -354,11 +354,22 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
     )
     solver = doc["solver"]
     used = len(set(doc["assignments"].values()))
-    out.write(
-        f"  solver: {solver['method']} {solver['status']} in {solver['wall_s']:.3f} s "
-        f"({'deterministic' if solver['deterministic'] else 'wall-clock limited'}); "
-        f"{len(doc['assignments'])} pod(s) on {used} node(s)\n"
-    )
+    how = "deterministic" if solver["deterministic"] else "wall-clock limited"
+    if doc["verdict"] == "unknown":
+        # what is unknown and why first; the solver's status is about the known part only
+        for item in doc["unknown"]:
+            out.write(f"  unknown: {item['what']}: {item['reason']}\n")
+        out.write(
+            f"  on the nodes whose state is known: {len(doc['assignments'])} of "
+            f"{len(doc['pods'])} pod(s) placed, on {used} node(s) ({solver['method']} solver, "
+            f"{solver['wall_s']:.3f} s, {how}); the rest fits or not depending on what is "
+            "unknown\n"
+        )
+    else:
+        out.write(
+            f"  solver: {solver['method']} {solver['status']} in {solver['wall_s']:.3f} s "
+            f"({how}); {len(doc['assignments'])} pod(s) on {used} node(s)\n"
+        )
     for proof in doc["proofs"]:
         out.write(f"  proof: {proof}\n")
     for note in solver["notes"]:
@@ -407,7 +418,7 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
             out.write(f"  … and {hidden:,} more unplaced pod(s); --json lists every one\n")
     if doc["fix"]:
         out.write(f"\nsmallest change that makes it fit: {doc['fix']}\n")
-    if doc["unknown"]:
+    if doc["unknown"] and doc["verdict"] != "unknown":  # an unknown verdict said them first
         out.write("\nunknown\n")
         for item in doc["unknown"]:
             out.write(f"  {item['what']}: {item['reason']}\n")
@@ -426,17 +437,23 @@ def _print_plan(doc: dict[str, Any], cluster: Any, out: TextIO) -> None:
         out.write(f"\n{label}: {sched['verdict']}")
         counted = sched.get("stranded_range")
         window = sched.get("window")
-        if (
+        unknown = sched["verdict"] == "unknown"
+        if unknown:  # why, not a list of pods that are "stranded" only maybe
+            out.write(f": {sched['reason']}")
+            if counted and counted[1] > 0:
+                said = f"{counted[0]}–{counted[1]}" if counted[0] != counted[1] else str(counted[0])
+                out.write(f"; {said} of {len(doc['pods'])} pod(s) may be left Pending")
+        elif (
             counted
             and counted[1] > 0
             and (counted[0] != counted[1] or (window or {}).get("matters"))
         ):
             said = f"{counted[0]}–{counted[1]}" if counted[0] != counted[1] else str(counted[0])
             out.write(f", {said} of {len(doc['pods'])} pod(s) stranded")
-        if sched.get("stranded"):
+        if sched.get("stranded") and not unknown:
             out.write(f" (stranded: {first_few(sched['stranded'])})")
         out.write("\n")
-        if (
+        if not unknown and (
             not sched.get("exhaustive", True)
             or sched.get("cut_short")
             or (window and window.get("matters"))

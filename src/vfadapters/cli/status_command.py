@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from vfadapters.cli.output import EXIT_OK, EXIT_RUNTIME, emit_json, report_error, table
+from vfadapters.cli.output import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    emit_json,
+    report_error,
+    table,
+)
 
 
 def register(sub: Any) -> None:
@@ -117,6 +124,26 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     monitor_url=args.monitor,
                 ),
             }
+        if run is not None and not doc["found"]:
+            # a run asked for by name that has no object here: an error, never "found"
+            from vfadapters.kubernetes.status import find_runs
+            from vfcore.runtime.manifests import flow_label
+
+            others = find_runs(client, args.namespace, flow_label(spec.name))
+            report_error(
+                "run-not-found",
+                f"run {run} of flow {spec.name} was not found in namespace {args.namespace} on "
+                f"{client.where}: no object carries its labels ({run_selector(spec.name, run)})",
+                (
+                    f"the flow's runs there: {', '.join(others)}; "
+                    if others
+                    else "the flow has no run there; "
+                )
+                + "look elsewhere with --namespace NS, or --kubeconfig PATH / --context C "
+                "for another cluster",
+                as_json=args.json,
+            )
+            return EXIT_INVALID  # as `vf broker-teardown`'s run-not-found: the --run given
     except KubeApiError as exc:
         report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
         return EXIT_RUNTIME
@@ -124,13 +151,17 @@ def _cmd_status(args: argparse.Namespace) -> int:
         emit_json(doc)
     else:
         _print(doc, sys.stdout)
+        if not doc["found"]:
+            sys.stderr.write(
+                f"  (looked on {client.where}; another namespace? pass --namespace NS, or "
+                "--kubeconfig PATH / --context C for another cluster)\n"
+            )
     return EXIT_OK
 
 
 def _print(doc: dict[str, Any], out: TextIO) -> None:
     if not doc["found"]:
-        which = f"run {doc['run']}" if doc["run"] else "no run"
-        out.write(f"flow {doc['flow']}: {which} found in namespace {doc['namespace']}\n")
+        out.write(f"flow {doc['flow']}: no run found in namespace {doc['namespace']}\n")
         return
     out.write(f"flow {doc['flow']} run {doc['run']} in {doc['namespace']}\n")
     rows = [["KIND", "NAME", "STATE", "READY/DESIRED"]]

@@ -51,12 +51,17 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
     check_seconds(args.timeout, "--timeout", most=DAY, example="300", rule="invalid-timeout")
     check_namespace(args.namespace)
     spec = load_spec(args.flow)
+    why: tuple[Any, ...] = ()
     try:
         client = connect_from_args(args)
         run = resolve_run(client, args.namespace, spec, args.run)
         if run is None:
             doc: dict[str, Any] = {"flow": spec.name, "run": None, "deleted": [], "complete": True}
-            message = f"flow {spec.name}: no run found in namespace {args.namespace}; nothing to do"
+            message = (
+                f"flow {spec.name}: no run found in namespace {args.namespace} on {client.where}; "
+                "nothing to do (another namespace? pass --namespace NS, or --kubeconfig PATH / "
+                "--context C for another cluster)"
+            )
         else:
             report = teardown(
                 client,
@@ -66,11 +71,19 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
                 progress=_say,
             )
             doc = {"flow": spec.name, "run": run, **report.to_dict()}
-            message = (
-                f"run {run} of {spec.name}: {len(report.deleted)} object(s) deleted, "
-                + ("all gone" if report.complete else f"{len(report.remaining)} still there")
-                + f" ({report.waited_s:.0f} s)"
-            )
+            why = report.lingering
+            if not report.deleted and report.complete:
+                message = (
+                    f"run {run} of {spec.name}: no object of it in namespace {args.namespace} on "
+                    f"{client.where}; nothing to delete (another namespace? pass --namespace NS, "
+                    "or --kubeconfig PATH / --context C for another cluster)"
+                )
+            else:
+                message = (
+                    f"run {run} of {spec.name}: {len(report.deleted)} object(s) deleted, "
+                    + ("all gone" if report.complete else f"{len(report.remaining)} still there")
+                    + f" ({report.waited_s:.0f} s)"
+                )
     except KubeApiError as exc:
         report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
         return EXIT_RUNTIME
@@ -80,11 +93,30 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
         print(message)
     if not doc["complete"]:
         remaining = ", ".join(f"{r['kind']}/{r['name']}" for r in doc["remaining"][:10])
+        if len(doc["remaining"]) > 10:
+            remaining += f" and {len(doc['remaining']) - 10} more"
         report_error(
             "teardown-incomplete",
             f"after {args.timeout:g} s these objects remain: {remaining}",
-            "they may hold finalizers; inspect them with kubectl, then run the teardown again",
+            _lingering_hint(why, args.namespace),
             as_json=False,
         )
         return EXIT_RUNTIME
     return EXIT_OK
+
+
+def _lingering_hint(items: Any, namespace: str) -> str:
+    """Why the objects left are still there and what to do, one per reason (at most 4 named)."""
+    said: list[str] = []
+    by_reason: dict[str, list[Any]] = {}
+    for item in items:
+        by_reason.setdefault(item.reason, []).append(item)
+    for reason in ("node-not-ready", "node-gone", "finalizers", "terminating"):
+        group = by_reason.get(reason, [])
+        for item in group[:4]:
+            said.append(f"{item.kind.lower()}/{item.name}: {item.advice(namespace)}")
+        if len(group) > 4:
+            said.append(f"… and {len(group) - 4} more {reason}")
+    if not said:
+        return "inspect them with kubectl, then run the teardown again"
+    return "; ".join(said) + "; then run the teardown again"

@@ -161,7 +161,8 @@ class KubeClient:
                 "kube-unreachable",
                 f"{method} {path} on {self.where}: cannot connect: {exc}",
                 "check the kubeconfig's server address and your network "
-                "(`kubectl --context C cluster-info` should answer)",
+                "(`kubectl --context C cluster-info` should answer), or pick another cluster "
+                "with --kubeconfig PATH / --context C",
             ) from None
         except (urllib3.exceptions.TimeoutError, TimeoutError) as exc:
             raise KubeApiError(
@@ -174,7 +175,8 @@ class KubeClient:
                 "kube-unreachable",
                 f"{method} {path} on {self.where}: {type(exc).__name__}: {exc}",
                 "check the kubeconfig's server address and your network "
-                "(`kubectl --context C cluster-info` should answer)",
+                "(`kubectl --context C cluster-info` should answer), or pick another cluster "
+                "with --kubeconfig PATH / --context C",
             ) from None
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
         try:

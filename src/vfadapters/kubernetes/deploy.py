@@ -116,6 +116,8 @@ def preflight_refusal(
         warnings.append(f"whether the flow fits is unknown: {said}")
     if sched is not None and sched.verdict_with_remedy != "lands":
         said = f"the kube-scheduler model says: {sched.verdict_with_remedy}"
+        if sched.verdict_with_remedy == "unknown" and getattr(sched, "reason", ""):
+            said += f" ({sched.reason})"
         if strict:
             return (
                 PreflightRefusal(

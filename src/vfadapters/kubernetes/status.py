@@ -51,7 +51,9 @@ def _list(
         raise KubeApiError(
             "kube-list-failed",
             f"listing {plural} in {namespace} ({selector}) failed: {failed.status_line()}",
-            "check `list` on that resource (docs/kubernetes.md, RBAC) and retry",
+            f"check `list` on {plural} in namespace {namespace} for your user "
+            "(docs/kubernetes.md, RBAC), or pass the run's --namespace NS, or --kubeconfig "
+            "PATH / --context C for another cluster, and retry",
         )
     return [i for i in doc["items"] if isinstance(i, Mapping)]
 

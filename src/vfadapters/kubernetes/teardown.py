@@ -60,11 +60,13 @@ OPTIONAL_KINDS = frozenset({"ScaledObject", "ResourceClaimTemplate", "ResourceCl
 
 @dataclass(frozen=True)
 class TeardownReport:
-    """What was deleted, and whether everything was gone before the deadline."""
+    """What was deleted, and whether everything was gone before the deadline; for what
+    remains, why (:class:`vfcore.runtime.lingering.Lingering`)."""
 
     deleted: tuple[tuple[str, str], ...]
     remaining: tuple[tuple[str, str], ...]
     waited_s: float
+    lingering: tuple[Any, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -76,6 +78,7 @@ class TeardownReport:
             "remaining": [{"kind": k, "name": n} for k, n in self.remaining],
             "complete": self.complete,
             "waited_s": round(self.waited_s, 3),
+            "lingering": [item.to_dict() for item in self.lingering],
         }
 
 
@@ -163,12 +166,49 @@ def teardown(
         if progress is not None:
             progress(f"deleted {kind.lower()}/{name}")
     remaining: list[tuple[str, str]] = []
+    said: tuple[int, float] | None = None  # (count, when) of the last progress line
     while True:
         left = find_run_objects(client, namespace, selector)
         remaining = [(k, str((o.get("metadata") or {}).get("name"))) for k, _, _, o in left]
-        if not remaining or clock() - started >= timeout_s:
+        now = clock()
+        if not remaining or now - started >= timeout_s:
             break
-        if progress is not None:
-            progress(f"waiting for {len(remaining)} object(s) to go")
+        # a line when the count changes, else every PROGRESS_EVERY_S (not one per poll)
+        if progress is not None and (
+            said is None or said[0] != len(remaining) or now - said[1] >= PROGRESS_EVERY_S
+        ):
+            progress(f"waiting for {len(remaining)} object(s) to go ({now - started:.0f} s)")
+            said = (len(remaining), now)
         sleep(poll_s)
-    return TeardownReport(tuple(deleted), tuple(remaining), clock() - started)
+    why: tuple[Any, ...] = ()
+    if remaining:
+        why = _why_left(client, [{**o, "kind": k} for k, _, _, o in left])
+    return TeardownReport(tuple(deleted), tuple(remaining), clock() - started, why)
+
+
+#: Seconds between two teardown progress lines that say the same count.
+PROGRESS_EVERY_S = 30.0
+
+
+def _why_left(client: KubeClient, objects: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """Why each object is still there (:func:`vfcore.runtime.lingering.lingering`), reading
+    the Nodes its pods are bound to (one that cannot be read is left unknown)."""
+    from vfcore.runtime.lingering import NODE_GONE, lingering
+
+    nodes: dict[str, Any] = {}
+    for obj in objects:
+        host = (obj.get("spec") or {}).get("nodeName") if obj.get("kind") == "Pod" else None
+        if not isinstance(host, str) or not host or host in nodes:
+            continue
+        try:
+            answer = client.get_json(object_path("v1", "nodes", None, host))
+        except KubeApiError:
+            nodes[host] = None
+            continue
+        if answer.status == 404:
+            nodes[host] = NODE_GONE
+        elif answer.ok and isinstance(answer.body, dict):
+            nodes[host] = answer.body
+        else:
+            nodes[host] = None
+    return lingering(objects, nodes)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from vfcore.quantity import parse_quantity
+
 __all__ = [
     "DEFAULT_CLASS_ANNOTATION",
     "NO_PROVISIONER",
@@ -136,8 +138,6 @@ def _items(doc: object, kind: str, noun: str) -> tuple[list[Mapping[str, Any]], 
 
 
 def _size(value: object) -> Fraction | None:
-    from vfcore.quantity import parse_quantity
-
     if value is None:
         return None
     try:

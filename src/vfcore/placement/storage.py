@@ -42,6 +42,7 @@ from typing import Any
 
 from vfcore.cluster.storage import StorageFacts
 from vfcore.errors import Problem
+from vfcore.quantity import format_human, parse_quantity
 
 __all__ = [
     "NODE_NAME_ANNOTATION",
@@ -88,8 +89,6 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 def _size(value: object) -> Fraction | None:
-    from vfcore.quantity import parse_quantity
-
     try:
         return None if value is None else parse_quantity(value)
     except ValueError:
@@ -167,8 +166,6 @@ def claim_uses(objects: Iterable[Mapping[str, Any]]) -> tuple[ClaimUse, ...]:
 def _gib(value: Fraction | None) -> str:
     if value is None:
         return "?"
-    from vfcore.quantity import format_human
-
     return format_human("ephemeral-storage", int(value))
 
 

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vfcore.quantity import parse_quantity
 from vfcore.runtime.render_options import MANAGED_BY, flow_label
 
 __all__ = [
@@ -243,8 +244,6 @@ def _containers(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def _quantity(value: object) -> object:
-    from vfcore.quantity import parse_quantity
-
     try:
         return parse_quantity(str(value))
     except ValueError:

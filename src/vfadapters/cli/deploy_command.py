@@ -47,7 +47,8 @@ def register(sub: Any) -> None:
         default=None,
         metavar="ID",
         help="the run id (names every object and stream; default: r<UTC time>, e.g. "
-        "r20261203-101500)",
+        "r20261203-101500; with --render-only, r<10 hex digits of the flow's hash>, the "
+        "same for every render of the same flow)",
     )
     p.add_argument("--namespace", default="default", metavar="NS", help="namespace (default)")
     p.add_argument(
@@ -89,6 +90,22 @@ def register(sub: Any) -> None:
         "--broker-storage", default="10Gi", metavar="Q", help="the broker's volume size (10Gi)"
     )
     p.add_argument("--broker-storage-class", default=None, metavar="NAME", help="its StorageClass")
+    p.add_argument(
+        "--broker-replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="servers of the in-cluster broker: 1, or a JetStream cluster of 3 or 5 (one per "
+        "host; every stream on 3 servers: the loss of one loses nothing)",
+    )
+    p.add_argument(
+        "--rollout",
+        choices=("drain", "surge"),
+        default=None,
+        help="a REALTIME run already deployed, new pods: drain (each old replica finishes "
+        "what it holds before its replacement starts) or surge (the new replica starts "
+        "first); BATCH runs refuse it (docs/kubernetes.md, Rollouts)",
+    )
     p.add_argument(
         "--render-credentials",
         action="store_true",
@@ -248,8 +265,23 @@ def default_run_id() -> str:
     return time.strftime("r%Y%m%d-%H%M%S", time.gmtime())
 
 
-def render_options(args: argparse.Namespace, flow_file: str) -> Any:
-    """The :class:`vfcore.RenderOptions` the flags ask for."""
+def _run_id(args: argparse.Namespace, spec: Any) -> str:
+    """``--run``; else, for a render (``--render-only``, ``--render-credentials``
+    refuses it), one derived from the flow, so that two renders of it are the same bytes;
+    else (a deploy) ``r<UTC time>``."""
+    if args.run is not None:
+        return str(args.run)
+    if args.render_only and spec is not None:
+        from vfcore.runtime.render_options import render_run_id
+
+        return render_run_id(spec)
+    return default_run_id()
+
+
+def render_options(args: argparse.Namespace, flow_file: str, spec: Any = None) -> Any:
+    """The :class:`vfcore.RenderOptions` the flags ask for (``spec``: the flow, whose
+    :func:`~vfcore.runtime.render_options.render_run_id` names a ``--render-only`` run
+    without ``--run``)."""
     from vfcore import InvalidInputError
     from vfcore.placement.claims import parse_resources_option
     from vfcore.runtime.manifests import RenderOptions
@@ -290,7 +322,7 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
         extra["broker_image"] = args.broker_image
     return RenderOptions(
         image=args.image,
-        run_id=default_run_id() if args.run is None else args.run,
+        run_id=_run_id(args, spec),
         namespace=args.namespace,
         flow_path=args.flow_path or f"{APP_DIR}/{flow_file}",
         broker_url=args.broker,
@@ -313,6 +345,8 @@ def render_options(args: argparse.Namespace, flow_file: str) -> Any:
         keda_namespace=args.keda_namespace,
         network_policies=not args.no_network_policies,
         restrict_egress=args.restrict_egress,
+        broker_replicas=args.broker_replicas,
+        rollout=args.rollout,
         **extra,
     )
 
@@ -422,7 +456,7 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
     path, factory = split_target(args.flow)
     flow_file = path.name + (f":{factory}" if factory else "")
     _, spec = load_runnable(args.flow)
-    options = render_options(args, flow_file)
+    options = render_options(args, flow_file, spec)
     if not args.render_only:
         changes = live_render_inputs(args, spec, options)
         if changes:

@@ -15,11 +15,18 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import secrets
 from typing import Any
 
 from vfadapters.kubernetes.client import KubeApiError, object_path
 from vfcore.runtime import BrokerTopology, run_roles
-from vfcore.runtime.run_security import RUN_KEY, RUN_KEY_BYTES, RunSecrets, seed_key
+from vfcore.runtime.run_security import (
+    ROUTE_PASSWORD_KEY,
+    RUN_KEY,
+    RUN_KEY_BYTES,
+    RunSecrets,
+    seed_key,
+)
 
 __all__ = ["generate_run_secrets", "run_secrets_on_cluster"]
 
@@ -33,6 +40,8 @@ def generate_run_secrets(topo: BrokerTopology) -> RunSecrets:
         seeds=seeds,
         public_keys={role: public_key(seed) for role, seed in seeds.items()},
         run_key=os.urandom(RUN_KEY_BYTES),
+        # rendered only for a clustered broker (--broker-replicas 3): its routes' password
+        route_password=secrets.token_hex(32),
     )
 
 
@@ -49,10 +58,12 @@ def _from_secret(topo: BrokerTopology, data: dict[str, Any], *, with_seeds: bool
     if with_seeds:
         for role in run_roles(topo):
             seeds[role] = value(seed_key(role, flow=topo.flow, run_id=topo.run_id)).decode("ascii")
+    route = data.get(ROUTE_PASSWORD_KEY)  # a clustered broker's; absent for one server
     return RunSecrets(
         seeds=seeds,
         public_keys={role: public_key(seed) for role, seed in seeds.items()},
         run_key=value(RUN_KEY),
+        route_password=value(ROUTE_PASSWORD_KEY).decode("ascii") if route else None,
     )
 
 

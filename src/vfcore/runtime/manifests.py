@@ -16,7 +16,14 @@ through a rendered flow; in short:
   a **setup Job** (``vf broker-setup``) creates the run's streams and consumers
   first; with no ``broker_url`` a **NATS JetStream server** is rendered too
   (StatefulSet with a volume, headless and client Services, the official
-  ``nats`` image);
+  ``nats`` image) — with ``broker_replicas`` 3 or 5 a JetStream cluster (routes
+  to each pod by its stable DNS name, authenticated with the run's route
+  password; one pod per host; a PodDisruptionBudget of one; every stream and
+  bucket on 3 servers: ``--stream-replicas 3`` for setup and workers);
+* ``rollout`` (REALTIME only: ``rollout-on-batch``): ``surge`` renders each
+  Deployment's RollingUpdate as maxSurge 1 / maxUnavailable 0, ``drain`` as
+  maxSurge 0 / maxUnavailable 1; a worker's SIGTERM finishes what it holds within
+  :data:`WORKER_GRACE_S`;
 * **GPU pods** (:func:`vfcore.pod_requests` decides what each pod takes, as the
   planner does): exclusive → ``limits {resource: gpu_count}``; shared → no GPU
   limit, a ``runtimeClassName`` (refused without one); mix → ``limits
@@ -81,11 +88,13 @@ from vfcore.runtime.render_options import (
     short_object_name,
 )
 from vfcore.runtime.run_security import (
+    BROKER_ROUTE_PORT,
     CONFIG_KEY,
     CREDENTIALS_DIR,
     NATS_CONFIG_DIR,
     RUN_KEY,
     SETUP_DIR,
+    BrokerCluster,
     node_items,
     secret_data,
     secret_volume,
@@ -102,6 +111,7 @@ __all__ = [
     "DEFAULT_FLOW_PATH",
     "DEFAULT_UID",
     "MANAGED_BY",
+    "WORKER_GRACE_S",
     "RenderOptions",
     "credentials_secret_name",
     "flow_label",
@@ -109,6 +119,7 @@ __all__ = [
     "object_name",
     "render",
     "run_selector",
+    "stream_replicas",
 ]
 
 
@@ -306,6 +317,7 @@ def _worker_container(
         "--run",
         opts.run_id,
         "--no-create",
+        *_stream_replicas_args(ctx),  # the large-payload bucket a worker creates
     ]
     if ctx.scaled:
         args += ["--scalable", ",".join(ctx.scaled)]
@@ -458,6 +470,13 @@ def _node_objects(
                 },
             }
         )
+    for obj in out:
+        if obj["kind"] in ("Job", "StatefulSet", "Deployment"):
+            # SIGTERM: the worker stops taking messages, finishes and acknowledges what it
+            # holds, hands back what it fetched, exits (docs/broker.md): give it the time
+            obj["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = WORKER_GRACE_S
+        if obj["kind"] == "Deployment" and opts.rollout is not None:
+            obj["spec"]["strategy"] = _rollout_strategy(opts.rollout)
     if replicas > 1:
         # Jobs have no scale subresource: only an integer minAvailable works for them.
         budget: dict[str, Any] = (
@@ -472,6 +491,29 @@ def _node_objects(
             }
         )
     return out
+
+
+#: Seconds a worker pod has between SIGTERM and SIGKILL: enough to finish the message in
+#: hand (REALTIME fetches one at a time), store its outputs and acknowledge it, hand back
+#: what it fetched and flush (close() waits at most ~25 s for the broker).
+WORKER_GRACE_S = 60
+
+
+def _rollout_strategy(rollout: str) -> dict[str, Any]:
+    """A Deployment's update strategy for ``--rollout``.
+
+    ``surge``: one new pod starts (and reads the same durable consumer) before an
+    old one gets SIGTERM — no moment with fewer readers, one more pod's worth of
+    capacity needed. ``drain``: an old pod gets SIGTERM (it finishes what it holds)
+    before its replacement starts — no extra capacity, one reader fewer meanwhile
+    (none for a one-replica node: REALTIME frames wait in the stream, the freshest
+    ``realtime_keep`` kept). Not ``Recreate``: it stops every replica at once.
+    """
+    surge = rollout == "surge"
+    return {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1 if surge else 0, "maxUnavailable": 0 if surge else 1},
+    }
 
 
 #: The name of a DRA pod's one claim (``spec.resourceClaims[].name``) and of its one request.
@@ -550,7 +592,8 @@ def _scaled_object(ctx: _Ctx, node: NodeSpec, topo: Any) -> dict[str, Any]:
 def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
     opts = ctx.opts
     name = _broker_name(ctx.spec.name, opts.run_id)
-    headless = f"{name[: WORKLOAD_NAME_MAX - 3]}-hl"
+    headless = _broker_headless(name)
+    clustered = opts.broker_replicas > 1
     labels = _labels(ctx, "broker")
     labels["app.kubernetes.io/name"] = name
     labels = dict(sorted(labels.items()))
@@ -564,7 +607,7 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
             "protocol": "TCP",
         },
     ]
-    container = {
+    container: dict[str, Any] = {
         "name": "nats",
         "image": opts.broker_image,
         # ports, JetStream and the users are in the configuration file, from the Secret:
@@ -578,6 +621,8 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
             {"name": "data", "mountPath": "/data"},
             _mount("config", NATS_CONFIG_DIR),
         ],
+        # the configuration names each server $POD_NAME (unique in the cluster)
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "readinessProbe": {
             "httpGet": {"path": "/healthz?js-enabled-only=true", "port": "monitor"},
             "periodSeconds": 5,
@@ -590,13 +635,47 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}},
         "securityContext": _container_security(),
     }
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": _pod_security(opts.uid),
+        "containers": [container],
+        "volumes": [secret_volume("config", ctx.secret, {CONFIG_KEY: CONFIG_KEY})],
+    }
+    headless_ports = ports
+    sts_extra: dict[str, Any] = {}
+    if clustered:
+        # the servers route to each other (their cluster block); each on a host of its
+        # own: two on one host would lose a stream's majority with that host
+        route = {"name": "cluster", "containerPort": BROKER_ROUTE_PORT, "protocol": "TCP"}
+        container["ports"].append(route)
+        headless_ports = [
+            *ports,
+            {
+                "name": "cluster",
+                "port": BROKER_ROUTE_PORT,
+                "targetPort": "cluster",
+                "protocol": "TCP",
+            },
+        ]
+        pod_spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": selector},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+        sts_extra["podManagementPolicy"] = "Parallel"  # the servers find each other
     claim_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": opts.broker_storage}},
     }
     if opts.broker_storage_class is not None:
         claim_spec["storageClassName"] = opts.broker_storage_class
-    return [
+    out: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -604,7 +683,7 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
             "spec": {
                 "clusterIP": "None",
                 "selector": selector,
-                "ports": ports,
+                "ports": headless_ports,
                 "publishNotReadyAddresses": True,
             },
         },
@@ -620,24 +699,59 @@ def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
             "metadata": _meta(ctx, name, labels),
             "spec": {
                 "serviceName": headless,
-                "replicas": 1,
+                "replicas": opts.broker_replicas,
+                **sts_extra,
                 "selector": {"matchLabels": selector},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "automountServiceAccountToken": False,
-                        "enableServiceLinks": False,
-                        "securityContext": _pod_security(opts.uid),
-                        "containers": [container],
-                        "volumes": [secret_volume("config", ctx.secret, {CONFIG_KEY: CONFIG_KEY})],
-                    },
-                },
+                "template": {"metadata": {"labels": labels}, "spec": pod_spec},
                 "volumeClaimTemplates": [
                     {"metadata": {"name": "data", "labels": labels}, "spec": claim_spec}
                 ],
             },
         },
     ]
+    if clustered:
+        # a voluntary disruption (a node drained) takes one server at a time: a majority
+        # stays, and so does every stream
+        out.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": _meta(ctx, name, labels),
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector}},
+            }
+        )
+    return out
+
+
+def stream_replicas(broker_replicas: int) -> int:
+    """How many servers hold each stream of a run whose broker has ``broker_replicas``:
+    3 on a cluster (any one server may go), 1 on a single server."""
+    return 3 if broker_replicas >= 3 else 1
+
+
+def _stream_replicas_args(ctx: _Ctx) -> list[str]:
+    replicas = stream_replicas(ctx.opts.broker_replicas) if ctx.in_cluster else 1
+    return ["--stream-replicas", str(replicas)] if replicas > 1 else []
+
+
+def _broker_cluster(ctx: _Ctx) -> BrokerCluster | None:
+    """The in-cluster broker's cluster block: a route to every pod by its stable DNS name
+    (``<pod>.<headless Service>.<namespace>.svc``: the resolver's search list completes
+    it whatever the cluster's domain), or ``None`` for a single server."""
+    opts = ctx.opts
+    if not ctx.in_cluster or opts.broker_replicas == 1:
+        return None
+    name = _broker_name(ctx.spec.name, opts.run_id)
+    headless = _broker_headless(name)
+    routes = tuple(
+        f"{name}-{i}.{headless}.{opts.namespace}.svc:{BROKER_ROUTE_PORT}"
+        for i in range(opts.broker_replicas)
+    )
+    return BrokerCluster(name, routes)
+
+
+def _broker_headless(name: str) -> str:
+    return f"{name[: WORKLOAD_NAME_MAX - 3]}-hl"
 
 
 def _broker_name(flow: str, run_id: str) -> str:
@@ -661,6 +775,7 @@ def _setup_container(ctx: _Ctx, name: str, *, wait_s: int) -> dict[str, Any]:
             opts.run_id,
             "--wait",
             str(wait_s),
+            *_stream_replicas_args(ctx),
         ],
         "env": _base_env(ctx),
         "securityContext": _container_security(),
@@ -712,6 +827,7 @@ def _credentials_secret(ctx: _Ctx, topo: BrokerTopology) -> dict[str, Any]:
             in_cluster_broker=ctx.in_cluster,
             port=BROKER_CLIENT_PORT,
             http_port=BROKER_MONITOR_PORT,
+            cluster=_broker_cluster(ctx),
         ),
     }
 
@@ -723,6 +839,18 @@ def _run_pods(ctx: _Ctx) -> dict[str, str]:
         "vfcore.io/flow": ctx.flow,
         "vfcore.io/run": ctx.opts.run_id,
     }
+
+
+def _route_ingress(ctx: _Ctx, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """The route port of a clustered broker: its own servers only."""
+    if ctx.opts.broker_replicas == 1:
+        return []
+    return [
+        {
+            "from": [{"podSelector": {"matchLabels": _selector(labels)}}],
+            "ports": [{"protocol": "TCP", "port": BROKER_ROUTE_PORT}],
+        }
+    ]
 
 
 def _network_policies(ctx: _Ctx) -> list[dict[str, Any]]:
@@ -745,6 +873,7 @@ def _network_policies(ctx: _Ctx) -> list[dict[str, Any]]:
                             "from": [{"podSelector": {"matchLabels": _run_pods(ctx)}}],
                             "ports": [{"protocol": "TCP", "port": BROKER_CLIENT_PORT}],
                         },
+                        *_route_ingress(ctx, labels),
                         {  # the monitoring port: KEDA's operator reads /jsz
                             "from": [
                                 {
@@ -837,6 +966,14 @@ def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequ
             f"--gpu-mode shared renders GPU pods {gpu_nodes} with no GPU limit: without a runtime "
             "class nothing would give them a device",
             "pass --gpu-runtime-class (e.g. nvidia), or use --gpu-mode exclusive",
+        )
+    if opts.rollout is not None and spec.flow_type != REALTIME:
+        raise render_error(
+            "rollout-on-batch",
+            f"--rollout {opts.rollout}: flow {spec.name!r} is BATCH, whose nodes are Jobs; "
+            "Kubernetes never changes a running Job's pods, and a BATCH run is never rolled",
+            "let the run finish, or tear it down (vf teardown FLOW --run ID) and deploy "
+            "the new version as a new run; docs/kubernetes.md, Rollouts",
         )
     if opts.keda:
         commas = [n for n in spec.names if "," in n]

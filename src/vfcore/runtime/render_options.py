@@ -9,6 +9,8 @@ per node. ``docs/kubernetes.md`` describes what they render to.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,12 +41,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BROKER_CLIENT_PORT",
     "BROKER_MONITOR_PORT",
+    "BROKER_REPLICAS",
     "BROKER_URL_PATTERN",
     "DEFAULT_BROKER_IMAGE",
     "DEFAULT_FLOW_PATH",
     "DEFAULT_UID",
     "MANAGED_BY",
     "PRODUCT_LABEL",
+    "ROLLOUTS",
     "WORKLOAD_NAME_MAX",
     "RenderOptions",
     "check_image_reference",
@@ -53,6 +57,7 @@ __all__ = [
     "mig_choices",
     "object_name",
     "render_error",
+    "render_run_id",
     "run_selector",
     "short_object_name",
 ]
@@ -67,6 +72,10 @@ BROKER_MONITOR_PORT: Final = 8222
 #: StatefulSet pods is 11 characters and must fit a 63-character label value).
 WORKLOAD_NAME_MAX = 52
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: How many servers the in-cluster broker may run (a JetStream cluster needs a majority).
+BROKER_REPLICAS: Final = (1, 3, 5)
+#: The ways a running REALTIME run's workloads roll to a new version.
+ROLLOUTS: Final = ("drain", "surge")
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(
@@ -178,6 +187,28 @@ def flow_label(flow: str) -> str:
     return physical_name("", flow=flow).k8s
 
 
+def render_run_id(spec: Any) -> str:
+    """The run id ``vf deploy --render-only`` uses when not given ``--run``: ``r`` and 10
+    hex digits of a SHA-256 of the flow spec's canonical JSON (sorted keys, no spaces).
+
+    The same flow renders the same bytes (GitOps diffs show only real changes); a
+    changed flow (a node, a parameter, the flow type) gets another id, so its objects
+    never overwrite another version's by accident. It is a valid run id
+    (:func:`vfcore.runtime.topology.check_run_id`).
+
+    >>> from vfcore import FlowSpec
+    >>> spec = FlowSpec.from_dict({"name": "cams", "flow_type": "batch", "nodes": [
+    ...     {"name": "src", "kind": "producer"}, {"name": "sink", "kind": "consumer",
+    ...     "parents": ["src"]}]})
+    >>> render_run_id(spec) == render_run_id(FlowSpec.from_json(spec.to_json()))
+    True
+    >>> len(render_run_id(spec)), render_run_id(spec)[0]
+    (11, 'r')
+    """
+    canonical = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+    return check_run_id("r" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:10])
+
+
 def run_selector(flow: str, run_id: str) -> str:
     """The label selector of every object of one run of a flow (teardown and status use it)."""
     return f"app.kubernetes.io/managed-by={MANAGED_BY},vfcore.io/flow={flow_label(flow)},vfcore.io/run={run_id}"
@@ -286,6 +317,11 @@ class RenderOptions:
     keda_namespace: str = "keda"
     network_policies: bool = True
     restrict_egress: bool = False
+    #: servers of the in-cluster broker: 1, or a JetStream cluster of 3 or 5 (R3 streams)
+    broker_replicas: int = 1
+    #: how a running REALTIME run's workloads give way to a new version: "drain", "surge"
+    #: or None (Kubernetes' default rolling update); a BATCH flow refuses one
+    rollout: str | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -520,6 +556,30 @@ class RenderOptions:
                     f"{name}={brief(getattr(self, name))} is not a bool",
                     "pass True or False",
                 )
+        if not _is_int(self.broker_replicas) or self.broker_replicas not in BROKER_REPLICAS:
+            raise render_error(
+                "invalid-broker-replicas",
+                f"broker_replicas={brief(self.broker_replicas)}: the in-cluster broker runs 1 "
+                "server, or a JetStream cluster of 3 or 5 (a Raft group needs a majority: "
+                "2 servers survive no loss, 4 no more than 3 do)",
+                "pass --broker-replicas 3 (survives the loss of one server) or leave it out",
+            )
+        if self.broker_replicas != 1 and self.broker_url is not None:
+            raise render_error(
+                "broker-replicas-external",
+                f"--broker-replicas {self.broker_replicas} sizes the broker vf deploy renders, "
+                f"but --broker {self.broker_url} names one that runs elsewhere",
+                "drop --broker to deploy a 3-server broker with the run, or drop "
+                "--broker-replicas (an external cluster's streams: vf broker-setup "
+                "--stream-replicas 3)",
+            )
+        if self.rollout is not None and self.rollout not in ROLLOUTS:
+            raise render_error(
+                "invalid-rollout",
+                f"rollout {brief(self.rollout)} is not one of {', '.join(ROLLOUTS)}",
+                "--rollout drain (old replicas stop first) or --rollout surge (new ones start "
+                "first); docs/kubernetes.md, Rollouts",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -539,6 +599,8 @@ class RenderOptions:
             "keda_namespace": self.keda_namespace,
             "network_policies": self.network_policies,
             "restrict_egress": self.restrict_egress,
+            "broker_replicas": self.broker_replicas,
+            "rollout": self.rollout,
             "secret_values": "given" if self.secret_values is not None else None,
         }
 

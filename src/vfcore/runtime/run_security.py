@@ -262,8 +262,10 @@ def server_config(
             raise InvalidInputError(
                 "invalid-run-secrets",
                 f"the broker of run {topo.run_id} is a cluster of {len(cluster.routes)} "
-                "servers, but the run's secrets hold no route password",
-                "generate the run's secrets with a route password (vf deploy does)",
+                "servers, but the run's secrets hold no route password (the run was "
+                "deployed with a single server: a run's broker keeps its size)",
+                "deploy the clustered broker as a new run (--run ID), or tear this run down "
+                "first (vf teardown FLOW --run ID)",
             )
         head += cluster_block(cluster, route_password)
     return head + render_authorization(users)

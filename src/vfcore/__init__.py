@@ -5,7 +5,15 @@ classes, turned into a frozen :class:`FlowSpec`, validated, sized and explained.
 See ``docs/concepts.md``.
 """
 
-from vfcore.cluster import ClusterSnapshot, GpuInfo, NodeState, Taint, Toleration, Unknown
+from vfcore.cluster import (
+    ClusterSnapshot,
+    GpuInfo,
+    NodeState,
+    Taint,
+    Toleration,
+    Unknown,
+    snapshot_from_kubernetes,
+)
 from vfcore.errors import (
     ERROR,
     WARNING,
@@ -13,6 +21,7 @@ from vfcore.errors import (
     InvalidFlowError,
     InvalidInputError,
     Issue,
+    Problem,
     VfError,
 )
 from vfcore.flow.authoring import (
@@ -22,9 +31,8 @@ from vfcore.flow.authoring import (
     OneTaskProcessorNode,
     ProcessorNode,
     ProducerNode,
-    takes_ctx,
 )
-from vfcore.flow.gpu_mode import GpuMode
+from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.join_policy import JoinPolicy
 from vfcore.flow.names import PhysicalName, physical_name, physical_names
 from vfcore.flow.spec import BATCH, REALTIME, FlowSpec, NodeSpec
@@ -50,21 +58,19 @@ from vfcore.placement.demand import (
     workload_of,
 )
 from vfcore.placement.explain import Explanation, explain
+from vfcore.placement.fit import Insufficient, Unplaced
 from vfcore.placement.packing import (
     SolverConfig,
     SolverReport,
     check_placement,
-    first_fit_decreasing,
     pack,
 )
-from vfcore.placement.plan import Plan, plan, plan_pods
+from vfcore.placement.plan import NodeUsage, Plan, plan, plan_pods
+from vfcore.quantity import parse_quantity
 from vfcore.routing import Dropped, Group, JoinAssembler, JoinOutput, Message
 from vfcore.routing.partition import (
     InvalidKeyError,
-    encode_key,
     expected_moved_fraction,
-    key_hash,
-    moved_fraction,
     owner_of,
     partition_key,
     partition_of,
@@ -104,6 +110,7 @@ __all__ = [
     "HpaBehavior",
     "HpaPrediction",
     "HpaState",
+    "Insufficient",
     "InvalidFlowError",
     "InvalidInputError",
     "InvalidKeyError",
@@ -120,12 +127,14 @@ __all__ = [
     "NodeShape",
     "NodeSpec",
     "NodeState",
+    "NodeUsage",
     "OneTaskProcessorNode",
     "PhysicalName",
     "Placement",
     "Plan",
     "PodClaim",
     "PodRequest",
+    "Problem",
     "ProcessorNode",
     "ProducerNode",
     "Reason",
@@ -143,6 +152,7 @@ __all__ = [
     "Trigger",
     "Unknown",
     "Unobserved",
+    "Unplaced",
     "VfError",
     "__version__",
     "assign_devices",
@@ -156,22 +166,20 @@ __all__ = [
     "decide_flow",
     "decide_replicas",
     "effective_replicas",
-    "encode_key",
     "expected_moved_fraction",
     "explain",
     "fallback_for_unknown",
-    "first_fit_decreasing",
     "fit_layout",
     "gpu_demand",
-    "key_hash",
     "local_layout",
     "mig_family",
-    "moved_fraction",
     "node_shapes",
     "observations_from_dict",
     "owner_of",
     "pack",
     "pack_mix",
+    "parse_gpu_mode",
+    "parse_quantity",
     "partition_key",
     "partition_of",
     "physical_name",
@@ -187,7 +195,7 @@ __all__ = [
     "require_valid",
     "simulate",
     "simulate_hpa",
-    "takes_ctx",
+    "snapshot_from_kubernetes",
     "validate",
     "visible_devices",
     "workload_of",

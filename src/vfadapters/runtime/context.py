@@ -61,7 +61,7 @@ class Context:
 
     def set_partition_key(self, field: str, value: Any) -> None:
         """Set metadata ``field`` on this call's output (children partition by it)."""
-        from vfcore import encode_key
+        from vfcore.routing import encode_key
 
         if not isinstance(field, str) or not field:
             raise ValueError(f"set_partition_key needs a field name, got {field!r}")

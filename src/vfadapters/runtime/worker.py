@@ -305,7 +305,7 @@ class Worker:
         self.ctx = Context(
             cfg.node, cfg.replica, cfg.replicas, cfg.device, cfg.devices, self.logger
         )
-        from vfcore import takes_ctx
+        from vfcore.flow import takes_ctx
 
         try:
             if takes_ctx(node.open):
@@ -383,7 +383,7 @@ class Worker:
         may lose data and the run must not say ``completed``); otherwise (the
         replica already failed) it is logged.
         """
-        from vfcore import takes_ctx
+        from vfcore.flow import takes_ctx
 
         try:
             if takes_ctx(self.node.close):
@@ -640,7 +640,7 @@ class Worker:
         are: a restarted producer cuts the same chunks again (they are dropped as
         already stored) and goes on after the last item every child holds.
         """
-        from vfcore import takes_ctx
+        from vfcore.flow import takes_ctx
 
         node, ctx, ctl = self.node, self.ctx, self.ctl
         fn = node.next
@@ -796,7 +796,7 @@ class Worker:
     # -- one parent -----------------------------------------------------------------------
 
     def run_single(self) -> None:
-        from vfcore import takes_ctx
+        from vfcore.flow import takes_ctx
 
         node, ctx, ctl = self.node, self.ctx, self.ctl
         consumer = self.consumer
@@ -915,7 +915,8 @@ class Worker:
     # -- joins ----------------------------------------------------------------------------
 
     def run_join(self) -> None:
-        from vfcore import JoinAssembler, Message, takes_ctx
+        from vfcore import JoinAssembler, Message
+        from vfcore.flow import takes_ctx
 
         cfg = self.cfg
         policy = cfg.join_policy

@@ -20,8 +20,10 @@ from vfcore.routing.groups import (
 from vfcore.routing.joins import JoinAssembler
 from vfcore.routing.partition import (
     JUMP_MAX_REPLICAS,
+    STRATEGIES,
     InvalidKeyError,
     PartitionKey,
+    Strategy,
     encode_key,
     expected_moved_fraction,
     jump_bucket,
@@ -35,6 +37,7 @@ from vfcore.routing.partition import (
 __all__ = [
     "DROP_REASONS",
     "JUMP_MAX_REPLICAS",
+    "STRATEGIES",
     "DropReason",
     "Dropped",
     "Group",
@@ -43,6 +46,7 @@ __all__ = [
     "JoinOutput",
     "Message",
     "PartitionKey",
+    "Strategy",
     "encode_key",
     "expected_moved_fraction",
     "group_id_of",

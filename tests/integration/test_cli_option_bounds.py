@@ -151,7 +151,7 @@ def test_kubeconfigs_that_are_not_yaml_or_never_end_are_named(tmp_path: Path) ->
 
 def test_a_kubeconfig_through_a_pipe_is_read_once(tmp_path: Path) -> None:
     from tests.integration.kube_fake import FakeKube
-    from tests.integration.test_kube_snapshot import H100, gpu_node
+    from tests.support.kube import H100, gpu_node
 
     pytest.importorskip("kubernetes")
     fake = FakeKube().start()

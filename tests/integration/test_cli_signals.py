@@ -23,7 +23,7 @@ import pytest
 
 from tests.integration.cli_helpers import REPO
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_deploy import applies, fake, flow_file, stored
+from tests.support.kube import applies, fake, flow_file, stored
 
 pytest.importorskip("kubernetes")
 

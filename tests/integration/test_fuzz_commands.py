@@ -81,8 +81,7 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers(nats_server: NatsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     from tests.integration.kube_fake import FakeKube
-    from tests.integration.test_kube_deploy import RESOURCES
-    from tests.integration.test_kube_snapshot import H100, gpu_node
+    from tests.support.kube import H100, RESOURCES, gpu_node
 
     kube = FakeKube().start()
     try:

@@ -10,8 +10,6 @@ run's objects.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,86 +17,11 @@ import pytest
 
 from tests.integration.cli_helpers import one_json_document, run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_snapshot import H100, gpu_node
+from tests.support.kube import applies, deploy, fake, flow_file, stored
 
 pytest.importorskip("kubernetes")
 
-FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus})(Src(name="src")))],
-            flow_type=BATCH, name="kdemo")
-"""
-
-RESOURCES = (
-    "v1/pods",
-    "v1/nodes",
-    "v1/services",
-    "v1/configmaps",
-    "v1/secrets",
-    "networking.k8s.io/v1/networkpolicies",
-    "v1/persistentvolumeclaims",
-    "apps/v1/deployments",
-    "apps/v1/statefulsets",
-    "batch/v1/jobs",
-    "policy/v1/poddisruptionbudgets",
-    "autoscaling/v2/horizontalpodautoscalers",
-    "node.k8s.io/v1/runtimeclasses",
-)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeKube]:
-    server = FakeKube().start()
-    try:
-        server.declare(*RESOURCES)
-        for name in ("gpu-a", "gpu-b"):
-            server.put("v1/nodes", None, gpu_node(name, 4, H100))
-        server.put("v1/nodes", None, gpu_node("cpu-1", 0))
-        server.call(lambda h: setattr(h, "complete_jobs", True))
-        yield server
-    finally:
-        server.stop()
-
-
-def flow_file(tmp_path: Path, gpus: int) -> Path:
-    path = tmp_path / "kdemo.py"
-    path.write_text(FLOW.format(gpus=gpus), encoding="utf-8")
-    return path
-
-
-def applies(fake: FakeKube) -> list[dict[str, Any]]:
-    result: list[dict[str, Any]] = fake.call(lambda h: copy.deepcopy(h.applies))
-    return result
-
-
-def stored(fake: FakeKube) -> list[tuple[str, str | None, str]]:
-    def read(h: Any) -> list[tuple[str, str | None, str]]:
-        return sorted(
-            (key[0].plural, key[1], key[2]) for key, obj in h.objects.items() if not obj.deleted
-        )
-
-    result: list[tuple[str, str | None, str]] = fake.call(read)
-    return result
-
-
-def deploy(flow: Path, kubeconfig: Path, *extra: object) -> Any:
-    return run_vf(
-        "deploy", flow, "--image", "registry.example/kdemo:1", "--run", "r1",
-        "--kubeconfig", kubeconfig, "--timeout", "30", *extra,
-    )  # fmt: skip
+__all__ = ["fake"]  # the fixture, shared through tests/support/kube.py
 
 
 def test_deploy_status_teardown(fake: FakeKube, tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ import yaml
 
 from tests.integration.cli_helpers import run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_deploy import applies, deploy, fake, flow_file, stored
 from tests.manifest_schemas import check_any
+from tests.support.kube import applies, deploy, fake, flow_file, stored
 
 pytest.importorskip("kubernetes")
 

@@ -17,9 +17,8 @@ import yaml
 
 from tests.integration.cli_helpers import run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_deploy import RESOURCES
-from tests.integration.test_kube_snapshot import H100, gpu_node
 from tests.manifest_schemas import check_keda
+from tests.support.kube import H100, RESOURCES, gpu_node
 from vfcore.runtime.manifests import object_name
 
 pytest.importorskip("kubernetes")

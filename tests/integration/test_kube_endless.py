@@ -19,7 +19,7 @@ import pytest
 
 from tests.integration.cli_helpers import one_json_document, run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_snapshot import FLOW, H100, bound_pod, client_for, gpu_node
+from tests.support.kube import FLOW, H100, bound_pod, client_for, gpu_node
 from vfadapters.kubernetes.snapshot import MAX_PAGES, list_all, read_snapshot
 
 pytest.importorskip("kubernetes")

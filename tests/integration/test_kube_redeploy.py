@@ -17,8 +17,7 @@ import pytest
 
 from tests.integration.cli_helpers import run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_deploy import RESOURCES, applies
-from tests.integration.test_kube_snapshot import H100, gpu_node
+from tests.support.kube import H100, RESOURCES, applies, gpu_node
 
 pytest.importorskip("kubernetes")
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.cli_helpers import REPO, run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.integration.test_kube_deploy import RESOURCES
+from tests.support.kube import RESOURCES
 from vfadapters.kubernetes.remedy import with_affinity
 
 pytest.importorskip("kubernetes")

@@ -17,55 +17,12 @@ import pytest
 
 from tests.integration.cli_helpers import one_json_document, run_vf
 from tests.integration.kube_fake import FakeKube
-from vfadapters.kubernetes.client import KubeApiError, KubeClient, connect
+from tests.support.kube import FLOW, H100, bound_pod, client_for, gpu_node
+from vfadapters.kubernetes.client import KubeApiError, connect
 from vfadapters.kubernetes.snapshot import read_snapshot
 from vfcore.cluster import snapshot_from_kubernetes
 
 pytest.importorskip("kubernetes")
-
-H100 = {
-    "nvidia.com/gpu.present": "true",
-    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-    "nvidia.com/gpu.memory": "81559",
-    "nvidia.com/gpu.count": "4",
-}
-
-
-def gpu_node(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {},
-        "status": {
-            "allocatable": {
-                "cpu": "32",
-                "memory": "256Gi",
-                "pods": "110",
-                "nvidia.com/gpu": str(gpus),
-            },
-            "capacity": {
-                "cpu": "32",
-                "memory": "256Gi",
-                "pods": "110",
-                "nvidia.com/gpu": str(gpus),
-            },
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def bound_pod(name: str, node: str, gpus: int, phase: str = "Running") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "ml"},
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-        },
-        "status": {"phase": phase},
-    }
 
 
 @pytest.fixture
@@ -76,10 +33,6 @@ def fake() -> Iterator[FakeKube]:
         yield server
     finally:
         server.stop()
-
-
-def client_for(fake: FakeKube, tmp_path: Path) -> KubeClient:
-    return connect(kubeconfig=str(fake.kubeconfig(tmp_path / "kubeconfig")), context="fake")
 
 
 def seed(fake: FakeKube) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -207,26 +160,6 @@ def _one_gpu_flow() -> Any:
 
     step = Gpu(name="infer", device_type="gpu", gpu_count=1)(Src(name="src"))
     return Flow([Sink(name="sink")(step)], flow_type=BATCH, name="one").spec()
-
-
-FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus})(Src(name="src")))],
-            flow_type=BATCH, name="kube")
-"""
 
 
 def test_vf_plan_kube_end_to_end(fake: FakeKube, tmp_path: Path) -> None:

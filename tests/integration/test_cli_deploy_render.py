@@ -177,3 +177,41 @@ def test_render_credentials_needs_a_run_and_never_writes_files(tmp_path: Path) -
     )  # fmt: skip
     assert_bad_input(refused, "invalid-option")
     assert not (tmp_path / "out").exists()
+
+
+def test_render_only_without_run_names_the_run_after_the_flow_so_renders_are_identical(
+    tmp_path: Path,
+) -> None:
+    from vfadapters.loading import load_runnable
+    from vfcore.runtime.render_options import render_run_id
+
+    base = ("deploy", FLOW, "--image", "reg.example/traffic:1", "--render-only")
+    first = run_vf(*base, "-o", tmp_path / "a")
+    second = run_vf(*base, "-o", tmp_path / "b")
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    run_id = render_run_id(load_runnable(str(REPO / FLOW))[1])
+    assert f"of run {run_id} of traffic" in first.stderr
+    assert f"run id {run_id}: from the flow's hash" in first.stderr
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "b").iterdir()) and len(files) > 10
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert run_vf(*base).stdout == run_vf(*base).stdout  # stdout too
+    # another flow (one more replica of a node) is another run: no object overwrites another's
+    changed = tmp_path / "flow.py"
+    source = (REPO / FLOW).read_text(encoding="utf-8")
+    assert 'name="decode", nb_tasks=2' in source
+    changed.write_text(
+        source.replace('name="decode", nb_tasks=2', 'name="decode", nb_tasks=3'), encoding="utf-8"
+    )
+    other = run_vf("deploy", changed, "--image", "reg.example/traffic:1", "--render-only")
+    assert other.returncode == 0, other.stderr
+    assert f"vfcore.io/run: {run_id}" in first_stdout(base)
+    assert f"vfcore.io/run: {run_id}" not in other.stdout
+    assert f"vfcore.io/run: {render_run_id(load_runnable(str(changed))[1])}" in other.stdout
+
+
+def first_stdout(args: tuple[object, ...]) -> str:
+    result = run_vf(*args)
+    assert result.returncode == 0, result.stderr
+    return str(result.stdout)

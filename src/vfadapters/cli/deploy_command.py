@@ -489,6 +489,12 @@ def _cmd_deploy(args: argparse.Namespace) -> int:
                 f"{out} (kubectl apply -f {out} applies them in order)",
                 file=sys.stderr,
             )
+        if args.run is None:
+            print(
+                f"run id {options.run_id}: from the flow's hash (the same for every render of "
+                "this flow; pass --run ID to choose one)",
+                file=sys.stderr,
+            )
         print(_credentials_note(args, spec, options), file=sys.stderr)
         return EXIT_OK
     return apply_and_wait(args, objects)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 VF_SCRIPT = Path(sys.executable).with_name("vf")
+#: The line a refusal starts with: ``error: <rule-in-kebab-case>`` (or ``warning:``).
+KEBAB = re.compile(r"^(error|warning): ([a-z0-9]+(?:-[a-z0-9]+)*)", re.MULTILINE)
 
 
 def run_vf(

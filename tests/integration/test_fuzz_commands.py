@@ -34,8 +34,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.cli_helpers import REPO
-from tests.property.test_fuzz_inputs import KEBAB
+from tests.integration.cli_helpers import KEBAB, REPO
 from vfadapters.broker.server import NatsServer
 
 pytest.importorskip("kubernetes")

@@ -42,6 +42,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from tests.integration.cli_helpers import KEBAB
 from tests.property.strategies import valid_specs
 from vfcore import (
     RULES,
@@ -56,7 +57,6 @@ from vfcore import (
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = REPO / "examples" / "clusters"
 OBSERVATIONS = json.loads((REPO / "examples" / "observations.json").read_text())
-KEBAB = re.compile(r"^(error|warning): ([a-z0-9]+(?:-[a-z0-9]+)*)", re.MULTILINE)
 FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

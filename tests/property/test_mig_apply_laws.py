@@ -18,16 +18,16 @@ from typing import Any
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from tests.property.test_mig_laws import (
+from tests.support.mig import (
     CONFIG,
-    _bag,
-    _orders,
     assert_config_realises,
+    card_orders,
     cards_today,
     fit_layouts_cache,
     mig_parted,
     mig_pod,
     parser_accepts,
+    state_bag,
     whole_pod,
 )
 from vfcore.cluster import GpuInfo, NodeState, node
@@ -110,7 +110,7 @@ def test_configs_parse_realise_the_plan_and_disrupt_what_it_counts(nodes, pods, 
         rnd.shuffle(true_order)
         after, hit = mig_parted(true_order, config["mig-configs"][plan_node.config_name])
         shown = [dict(c.profiles) if c.mig_enabled else None for c in plan_node.cards]
-        assert _bag(after) == _bag(shown)
+        assert state_bag(after) == state_bag(shown)
         if plan_node.indices_assumed:
             assert len(hit) <= plan_node.cards_reconfigured
         else:
@@ -126,7 +126,7 @@ def fewest_disrupted(today: Sequence[Any], outcome: Sequence[Any]) -> int:
         if s is not None and s != "?" and s not in states:
             states.append(s)
     best = len(today) + 1
-    orders = _orders(today)
+    orders = card_orders(today)
     for choice in itertools.product([-1, *range(len(states))], repeat=len(today)):
         entries = [
             {"devices": [i], "mig-enabled": states[c] is not None}
@@ -137,7 +137,7 @@ def fewest_disrupted(today: Sequence[Any], outcome: Sequence[Any]) -> int:
         worst = 0
         for order in orders:
             after, hit = mig_parted(order, entries)
-            if _bag(after) != _bag(outcome):
+            if state_bag(after) != state_bag(outcome):
                 worst = len(today) + 1
                 break
             worst = max(worst, len(hit))

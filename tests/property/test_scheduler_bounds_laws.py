@@ -15,7 +15,7 @@ import random
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tests.property.test_scheduler_laws import GPU, brute_force, configs, instances
+from tests.property.scheduler_strategies import GPU, brute_force, configs, instances
 from vfcore.cluster import GPU_PRESENT_LABEL, ClusterSnapshot, node
 from vfcore.placement.claims import GPU_TOLERATION, PodRequest
 from vfcore.placement.scheduler import ScoringConfig, predict, predict_for_plan

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.property.test_mig_laws import (
+from tests.support.mig import (
     assert_config_realises,
     assert_valid,
     independent_check,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.property.test_mig_laws import (
+from tests.support.mig import (
     CONFIG,
     assert_config_realises,
     cards_today,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.property.test_mig_laws import CONFIG, assert_config_realises, mig_pod
+from tests.support.mig import CONFIG, assert_config_realises, mig_pod
 from vfcore.cluster import GpuInfo, node
 from vfcore.placement.mig import MIG_FAMILIES, fit_layout, maximal_layouts, mig_family, pack_mix
 from vfcore.placement.mig.catalogue import (

@@ -1,0 +1,98 @@
+"""`vf deploy --rollout` against a fake API server (kmock, issue 26 item 8): a REALTIME run
+deployed again with a new image rolls its Deployments as asked; a BATCH run refuses.
+
+The data path of a rollout (two worker generations on a real nats-server) is
+tests/integration/test_rollout.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.cli_helpers import run_vf
+from tests.integration.kube_fake import FakeKube
+from tests.support.kube import applies, fake  # noqa: F401  (the fixture)
+
+pytest.importorskip("kubernetes")
+
+FLOW = """
+from vfcore import {kind}, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+class Src(ProducerNode):
+    def next(self):
+        return 1
+
+class Work(ProcessorNode):
+    def process(self, item):
+        return item
+
+class Sink(ConsumerNode):
+    def consume(self, item):
+        pass
+
+flow = Flow([Sink(name="sink")(Work(name="work", nb_tasks=2)(Src(name="src")))],
+            flow_type={kind}, name="roll")
+"""
+
+
+def _flow(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / "roll.py"
+    path.write_text(FLOW.format(kind=kind), encoding="utf-8")
+    return path
+
+
+def _deploy(flow: Path, kubeconfig: Path, image: str, *extra: object) -> Any:
+    return run_vf(
+        "deploy", flow, "--image", image, "--run", "r1", "--kubeconfig", kubeconfig,
+        "--timeout", "30", "--broker", "nats://broker.example:4222", *extra,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("rollout", "surge", "unavailable"), [("surge", 1, 0), ("drain", 0, 1)])
+def test_a_realtime_redeploy_rolls_each_deployment_as_asked(
+    fake: FakeKube,  # noqa: F811
+    tmp_path: Path,
+    rollout: str,
+    surge: int,
+    unavailable: int,
+) -> None:
+    fake.call(lambda h: setattr(h, "spawn_bound_pods_on", "cpu-1"))
+    fake.call(lambda h: setattr(h, "ready_workloads", True))
+    flow = _flow(tmp_path, "REALTIME")
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    first = _deploy(flow, kubeconfig, "registry.example/roll:1")
+    assert first.returncode == 0, first.stderr
+    before = len(applies(fake))
+    again = _deploy(flow, kubeconfig, "registry.example/roll:2", "--rollout", rollout)
+    assert again.returncode == 0, again.stderr
+    assert "registry.example/roll:1 -> registry.example/roll:2" in again.stderr
+    rolled = [
+        a["body"]
+        for a in applies(fake)[before:]
+        if a["plural"] == "deployments" and not a["dry_run"]
+    ]
+    assert sorted(a["metadata"]["name"].split("-")[2] for a in rolled) == ["sink", "src", "work"]
+    for a in rolled:
+        assert a["spec"]["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable},
+        }
+        pod = a["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"] == "registry.example/roll:2"
+        assert pod["terminationGracePeriodSeconds"] >= 30
+
+
+def test_a_batch_run_refuses_a_rollout_before_anything_is_applied(
+    fake: FakeKube,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    flow = _flow(tmp_path, "BATCH")
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    refused = _deploy(flow, kubeconfig, "registry.example/roll:1", "--rollout", "drain")
+    assert refused.returncode == 2, refused.stderr
+    assert "error: rollout-on-batch" in refused.stderr
+    assert "docs/kubernetes.md, Rollouts" in refused.stderr and "Traceback" not in refused.stderr
+    assert applies(fake) == []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.manifest_schemas import KUBE_VERSIONS, bundled_versions, check_any
-from tests.unit.test_run_security import FLOW, by_kind, pod_of, secrets_for
+from tests.support.manifests import FLOW, by_kind, pod_of, secrets_for
 from vfcore import FlowSpec, NodeSpec
 from vfcore.errors import InvalidInputError
 from vfcore.runtime.manifests import WORKER_GRACE_S, RenderOptions, render

@@ -15,54 +15,17 @@ from typing import Any
 import pytest
 
 from tests.manifest_schemas import KUBE_VERSIONS, bundled_versions, check_any
-from vfcore import FlowSpec, NodeSpec
+from tests.support.manifests import FLOW, by_kind, fake_seed, pod_of, secrets_for
 from vfcore.errors import InvalidInputError
 from vfcore.flow.names import physical_name
-from vfcore.runtime import broker_topology, run_roles
+from vfcore.runtime import broker_topology
 from vfcore.runtime.manifests import RenderOptions, credentials_secret_name, render
-from vfcore.runtime.run_security import RUN_KEY_BYTES, RunSecrets, seed_key, server_config
-
-FLOW = FlowSpec(
-    "cams",
-    "realtime",
-    (
-        NodeSpec("camera", "producer"),
-        NodeSpec("detector", "processor", ("camera",), nb_tasks=2),
-        NodeSpec("tracker", "processor", ("detector",), nb_tasks=2, partition_by="trace_id"),
-        NodeSpec("sink", "consumer", ("tracker",)),
-    ),
-)
-
-
-def _fake_seed(i: int) -> str:
-    return "SU" + "".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"[(i * 7 + k) % 32] for k in range(56))
-
-
-def _fake_key(i: int) -> str:
-    return "U" + "".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"[(i * 5 + k) % 32] for k in range(55))
-
-
-def secrets_for(spec: FlowSpec, run: str = "r1") -> RunSecrets:
-    roles = run_roles(broker_topology(spec, run))
-    return RunSecrets(
-        seeds={r: _fake_seed(i) for i, r in enumerate(roles)},
-        public_keys={r: _fake_key(i) for i, r in enumerate(roles)},
-        run_key=bytes(range(RUN_KEY_BYTES)),
-    )
+from vfcore.runtime.run_security import RunSecrets, seed_key, server_config
 
 
 def rendered(**kw: Any) -> tuple[dict[str, Any], ...]:
     base: dict[str, Any] = {"image": "reg.example/cams:1", "run_id": "r1", "namespace": "video"}
     return render(FLOW, RenderOptions(**{**base, **kw}))
-
-
-def by_kind(objs: tuple[dict[str, Any], ...], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objs if o["kind"] == kind]
-
-
-def pod_of(obj: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
-    return spec
 
 
 def test_without_values_the_secret_is_named_never_rendered() -> None:
@@ -144,8 +107,8 @@ def test_no_secret_value_is_a_literal_anywhere_but_in_the_secret() -> None:
     for _, seed in values.seeds:
         assert seed not in rest and base64.b64encode(seed.encode()).decode() not in rest
     assert base64.b64encode(values.run_key).decode() not in rest
-    assert "RunSecrets" in repr(values) and _fake_seed(0) not in repr(values)
-    assert _fake_seed(0) not in repr(RenderOptions(image="x:1", run_id="r1", secret_values=values))
+    assert "RunSecrets" in repr(values) and fake_seed(0) not in repr(values)
+    assert fake_seed(0) not in repr(RenderOptions(image="x:1", run_id="r1", secret_values=values))
     assert (
         RenderOptions(image="x:1", run_id="r1", secret_values=values).to_dict()["secret_values"]
         == "given"
@@ -235,7 +198,7 @@ def test_bad_secret_values_are_refused_without_echoing_them(
     with pytest.raises(InvalidInputError) as err:
         RunSecrets(**fields)
     assert err.value.rule == rule
-    assert _fake_seed(0) not in str(err.value)
+    assert fake_seed(0) not in str(err.value)
 
 
 def test_a_secret_missing_a_role_is_refused_at_render() -> None:

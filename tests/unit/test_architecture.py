@@ -188,11 +188,42 @@ def function_level_imports(root: Path, package: str) -> list[str]:
 def test_function_level_imports_in_vfcore_are_only_the_documented_lazy_ones() -> None:
     def documented(line: str) -> bool:
         source, target = line.removesuffix(" inside a function").split(" imports ")
-        if source == "vfcore":  # vfcore.__getattr__ resolves the lazily exported names
-            return True
+        if source in ("vfcore", "vfcore.placement"):  # their __getattr__ resolves the
+            return True  # lazily exported names (docs/api.md, "Faces")
         return any(target == lazy or target.startswith(lazy + ".") for lazy in LAZY_IMPORTS)
 
     assert [line for line in function_level_imports(SRC, "vfcore") if not documented(line)] == []
+
+
+#: The modules that may read ``nb_tasks`` itself: the spec that holds it and derives
+#: ``NodeSpec.replicas`` from it, the node classes that take it, and the checks of the
+#: parameter. Everything else counts replicas with ``NodeSpec.replicas``.
+NB_TASKS_READERS = {
+    "vfcore/flow/spec.py",
+    "vfcore/flow/authoring.py",
+    "vfcore/flow/params.py",
+    "vfcore/flow/validate.py",
+}
+
+
+def nb_tasks_reads(root: Path) -> list[str]:
+    """``file:line`` of every ``x.nb_tasks`` read outside :data:`NB_TASKS_READERS`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        name = str(path.relative_to(root))
+        if name in NB_TASKS_READERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "nb_tasks":
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_a_replica_count_is_read_from_node_spec_replicas_only() -> None:
+    """One meaning of a node's replica count (issue 28): nothing outside the flow package
+    reads ``nb_tasks`` (a one-task node without ``partition_by`` runs one worker whatever
+    ``nb_tasks`` says)."""
+    assert nb_tasks_reads(SRC) == []
 
 
 # -- the checks catch what they exist for ---------------------------------------
@@ -259,3 +290,13 @@ def test_the_function_level_check_sees_imports_inside_methods_but_not_at_module_
         }
     )
     assert function_level_imports(root, "vfcore") == ["vfcore.a imports math inside a function"]
+
+
+def test_the_nb_tasks_check_finds_a_read_outside_the_flow_package(tree) -> None:
+    root = tree(
+        {
+            "vfcore/flow/spec.py": "def f(n):\n    return n.nb_tasks\n",
+            "vfadapters/x.py": "def g(n):\n    return n.replicas + n.nb_tasks\n",
+        }
+    )
+    assert nb_tasks_reads(root) == ["vfadapters/x.py:2"]

@@ -1137,10 +1137,9 @@ class BrokerTransport:
         control = self.topo.control
         spec = self.plan.flow.node(parent)
         needed = control.replicas_needed(spec)
-        from vfcore import effective_replicas
 
         found = 0
-        for r in range(effective_replicas(spec)):
+        for r in range(spec.replicas):
             try:
                 await self.kv.get(control.done_key(parent, r))
                 found += 1

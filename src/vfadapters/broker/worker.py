@@ -30,7 +30,7 @@ from vfadapters.broker.credentials import BrokerCredentials
 from vfadapters.broker.transport import BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
-from vfcore import REALTIME, FlowSpec, effective_replicas
+from vfcore import REALTIME, FlowSpec
 from vfcore.placement.demand import pod_name
 from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology, node_role
 from vfcore.runtime.layout import runtime_join_policy
@@ -125,7 +125,7 @@ def node_config(
         token=topo.control.token_of(node),
         replica=replica,
         pod=pod_name(node, replica),
-        replicas=effective_replicas(nspec),
+        replicas=nspec.replicas,
         spec=nspec,
         flow_type=spec.flow_type,
         join_policy=runtime_join_policy(nspec, spec.flow_type),

@@ -110,8 +110,7 @@ def add_run_key_option(p: Any) -> None:
 def topology_options(args: argparse.Namespace, realtime_keep: int | None = None) -> Any:
     from vfadapters.cli.inputs import DAY, check_count, check_seconds
     from vfcore import InvalidInputError
-    from vfcore.runtime import TopologyOptions
-    from vfcore.runtime.topology import MAX_STREAM_REPLICAS
+    from vfcore.runtime import MAX_STREAM_REPLICAS, TopologyOptions
 
     if args.retries < 0:
         raise InvalidInputError(
@@ -182,12 +181,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         ) from None
     replica = _check_replica(0 if replica is None else replica)
     nspec = spec.node(args.node)
-    if nspec.partition_by is not None and nspec.nb_tasks > 1 and replica >= nspec.nb_tasks:
+    if nspec.partition_by is not None and nspec.replicas > 1 and replica >= nspec.replicas:
         raise InvalidInputError(
             "invalid-replica",
-            f"node {args.node!r} is partitioned into {nspec.nb_tasks}; replica {replica} owns "
+            f"node {args.node!r} is partitioned into {nspec.replicas}; replica {replica} owns "
             "no partition",
-            f"use 0..{nspec.nb_tasks - 1}",
+            f"use 0..{nspec.replicas - 1}",
         )
     from vfadapters.broker.keys import require_run_key
     from vfcore.runtime import broker_topology

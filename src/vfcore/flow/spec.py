@@ -120,6 +120,29 @@ class NodeSpec:
     def is_partitioned(self) -> bool:
         return self.partition_by is not None
 
+    @property
+    def replicas(self) -> int:
+        """How many workers the node runs — the one meaning of a node's replica count.
+
+        Producers and consumers: 1. Processors: ``nb_tasks``. A
+        ``OneTaskProcessorNode`` runs one worker unless ``partition_by`` lets
+        replicas own keys. An invalid ``nb_tasks`` (reported by validation as
+        ``invalid-parameter``) counts as 1.
+
+        >>> NodeSpec("det", "processor", ("src",), nb_tasks=4).replicas
+        4
+        >>> NodeSpec("trk", "one-task-processor", ("src",), nb_tasks=4).replicas
+        1
+        >>> NodeSpec("trk", "one-task-processor", ("src",), nb_tasks=4, partition_by="cam").replicas
+        4
+        """
+        n = self.nb_tasks if isinstance(self.nb_tasks, int) and self.nb_tasks >= 1 else 1
+        if self.kind in (PRODUCER, CONSUMER):
+            return 1
+        if self.kind == ONE_TASK_PROCESSOR and self.partition_by is None:
+            return 1
+        return n
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

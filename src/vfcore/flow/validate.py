@@ -84,18 +84,13 @@ check_gpu_mode = parse_gpu_mode
 
 
 def effective_replicas(node: NodeSpec) -> int:
-    """How many workers a node runs.
+    """How many workers a node runs: :attr:`NodeSpec.replicas` (kept for callers).
 
     Producers and consumers: 1. Processors: ``nb_tasks``. A
     ``OneTaskProcessorNode`` runs one worker unless ``partition_by`` lets
     replicas own keys, e.g. ``nb_tasks=4, partition_by='trace_id'`` → 4.
     """
-    n = node.nb_tasks if isinstance(node.nb_tasks, int) and node.nb_tasks >= 1 else 1
-    if node.kind in (PRODUCER, CONSUMER):
-        return 1
-    if node.kind == ONE_TASK_PROCESSOR and node.partition_by is None:
-        return 1
-    return n
+    return node.replicas
 
 
 def flow_pod_count(spec: FlowSpec) -> int:
@@ -104,7 +99,7 @@ def flow_pod_count(spec: FlowSpec) -> int:
     A node whose parameters are invalid counts as one pod (it is reported as
     ``invalid-parameter``).
     """
-    return sum(effective_replicas(n) if not parameter_issues(n) else 1 for n in spec.nodes)
+    return sum(n.replicas if not parameter_issues(n) else 1 for n in spec.nodes)
 
 
 def flow_size_issue(spec: FlowSpec) -> Issue | None:
@@ -395,7 +390,7 @@ class _Validator:
             )
 
     def _replicas_and_joins(self, node: NodeSpec) -> None:
-        replicas = effective_replicas(node)
+        replicas = node.replicas
         parents = node.parents
         if node.kind == ONE_TASK_PROCESSOR and node.nb_tasks > 1 and node.partition_by is None:
             self.add(

@@ -11,7 +11,6 @@ cheap for ``vf explain``.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 # eager, and first: these functions share their module's name, and a package
@@ -95,9 +94,40 @@ def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'vfcore.placement' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
+    value = getattr(_load(home), name)
     globals()[name] = value
     return value
+
+
+def _load(home: str) -> object:
+    """Import only the module that defines a lazy name."""
+    if home == "vfcore.placement.claims":
+        from vfcore.placement import claims
+
+        return claims
+    if home == "vfcore.placement.demand":
+        from vfcore.placement import demand
+
+        return demand
+    if home == "vfcore.placement.fit":
+        from vfcore.placement import fit
+
+        return fit
+    if home == "vfcore.placement.mig":
+        from vfcore.placement import mig
+
+        return mig
+    if home == "vfcore.placement.packing":
+        from vfcore.placement import packing
+
+        return packing
+    if home == "vfcore.placement.scheduler":
+        from vfcore.placement import scheduler
+
+        return scheduler
+    from vfcore.placement.scheduler import scoring
+
+    return scoring
 
 
 def __dir__() -> list[str]:

@@ -29,7 +29,7 @@ from vfcore.errors import InvalidInputError
 from vfcore.flow.gpu_mode import GpuMode, SliceKind, dra_takes_mig, parse_gpu_mode, slice_of
 from vfcore.flow.params import parameter_issues
 from vfcore.flow.spec import to_spec
-from vfcore.flow.validate import effective_replicas, gpu_resource_of
+from vfcore.flow.validate import gpu_resource_of
 from vfcore.placement.demand import pod_name
 from vfcore.placement.dra.cel import quantity_literal
 from vfcore.quantity import canonical_units
@@ -304,7 +304,7 @@ def pod_requests(
                 extra_selectors=tuple((dra_selectors or {}).get(node.name, ())),
             )
         requests = tuple(sorted(units.items()))
-        for replica in range(effective_replicas(node)):
+        for replica in range(node.replicas):
             pods.append(
                 PodRequest(
                     pod=pod_name(node.name, replica),

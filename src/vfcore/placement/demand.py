@@ -18,7 +18,6 @@ from vfcore.flow.gpu_mode import GpuMode, SliceKind, dra_takes_mig, parse_gpu_mo
 from vfcore.flow.params import MAX_REPLICAS_PER_NODE, parameter_issues
 from vfcore.flow.spec import BATCH, PRODUCER, REALTIME, FlowSpec, NodeSpec
 from vfcore.flow.validate import (
-    effective_replicas,
     flow_size_issue,
     gpu_resource_of,
     to_spec,
@@ -89,8 +88,7 @@ def node_shapes(flow_or_spec: Flow | FlowSpec) -> tuple[NodeShape, ...]:
     """Replicas and workload kind of every node, in spec order."""
     spec = to_spec(flow_or_spec)
     return tuple(
-        NodeShape(n.name, n.kind, effective_replicas(n), workload_of(n, spec.flow_type))
-        for n in spec.nodes
+        NodeShape(n.name, n.kind, n.replicas, workload_of(n, spec.flow_type)) for n in spec.nodes
     )
 
 
@@ -219,7 +217,7 @@ def gpu_demand(
         claims, kind = _claim(
             node, mode, gpu_resource_name, (dra_device_class, dra_mig_device_class)
         )
-        for replica in range(effective_replicas(node)):
+        for replica in range(node.replicas):
             pods.append(
                 PodClaim(
                     pod=pod_name(node.name, replica),
@@ -319,7 +317,7 @@ def autoscaling_rejections(
                     )
                 )
             if node.partition_by is not None:
-                if isinstance(node.nb_tasks, int) and node.nb_tasks > 1:
+                if node.replicas > 1:
                     reasons.append(
                         Reason(
                             "partitioned",

@@ -73,8 +73,8 @@ class Explanation:
                 "reason_codes": [r.code for r in reasons],
             }
             if not reasons:
-                item["min_replicas"] = node.nb_tasks
-                item["max_replicas"] = max(self.autoscaling.max_replicas, node.nb_tasks)
+                item["min_replicas"] = node.replicas
+                item["max_replicas"] = max(self.autoscaling.max_replicas, node.replicas)
             autoscaling[name] = item
         return {
             "flow": {"name": self.spec.name, "flow_type": self.spec.flow_type},

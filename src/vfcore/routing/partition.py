@@ -44,7 +44,6 @@ from typing import Final, Literal
 
 from vfcore.errors import InvalidInputError
 from vfcore.flow.spec import TRACE_ID, NodeSpec
-from vfcore.flow.validate import effective_replicas
 
 __all__ = [
     "JUMP_MAX_REPLICAS",
@@ -435,4 +434,4 @@ def owner_of(
     3
     """
     key = partition_key(node, trace_id=trace_id, metadata=metadata)
-    return partition_of(key, effective_replicas(node), strategy)
+    return partition_of(key, node.replicas, strategy)

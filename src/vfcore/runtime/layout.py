@@ -69,7 +69,7 @@ from typing import Any, Final, Literal
 from vfcore.errors import InvalidInputError
 from vfcore.flow.join_policy import JoinPolicy
 from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
-from vfcore.flow.validate import effective_join_policy, effective_replicas
+from vfcore.flow.validate import effective_join_policy
 from vfcore.placement.demand import AutoscalingOptions, Reason, autoscaling_rejections, pod_name
 from vfcore.routing.partition import STRATEGIES, Strategy
 from vfcore.runtime.devices import (
@@ -426,7 +426,7 @@ def _node_layout(
     opts: LayoutOptions,
     flow_type: str,
 ) -> NodeLayout:
-    n = effective_replicas(node)
+    n = node.replicas
     reasons = tuple(r for r in rejected if r.code not in LOCAL_WAIVED_REASONS)
     scalable = opts.autoscale and node.is_processor and not reasons
     top = max(n, opts.max_replicas) if scalable else n

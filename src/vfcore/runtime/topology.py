@@ -65,7 +65,6 @@ from vfcore.errors import InvalidInputError, brief
 from vfcore.flow.join_policy import JoinPolicy
 from vfcore.flow.names import PhysicalName, physical_name
 from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
-from vfcore.flow.validate import effective_replicas
 from vfcore.routing.partition import STRATEGIES, Strategy
 from vfcore.runtime.layout import Routing
 
@@ -541,7 +540,7 @@ class RunControl:
         ...     NodeSpec("t", "processor", ("s",), nb_tasks=3, partition_by="trace_id"))
         3
         """
-        replicas = effective_replicas(node)
+        replicas = node.replicas
         owned = node.is_producer or (node.partition_by is not None and replicas > 1)
         return replicas if owned else 1
 
@@ -798,7 +797,7 @@ def _edge(
 ) -> EdgeRoute:
     base = f"{names[parent].subject}.{_last_token(names[child.name])}"
     consumer = names[child.name].k8s
-    replicas = effective_replicas(child)
+    replicas = child.replicas
     pending = opts.max_ack_pending
     if child.is_join:  # a join holds up to max_pending groups' halves unacknowledged
         policy = child.join_policy or JoinPolicy.default_for(spec.flow_type)

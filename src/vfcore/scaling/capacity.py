@@ -15,7 +15,6 @@ from vfcore.errors import InvalidInputError, brief
 from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.params import MAX_REPLICAS_PER_NODE
 from vfcore.flow.spec import to_spec
-from vfcore.flow.validate import effective_replicas
 from vfcore.placement.claims import pod_requests
 from vfcore.placement.demand import pod_name
 from vfcore.placement.packing import SolverConfig
@@ -122,7 +121,7 @@ def capacity_cap(
         gpu_node_selector=gpu_node_selector,
         resources=resources,
     )
-    counts = {n.name: effective_replicas(n) for n in spec.nodes}
+    counts = {n.name: n.replicas for n in spec.nodes}
     for name, count in (replicas or {}).items():
         if name in counts and name != node and is_int(count) and count >= 0:
             counts[name] = count

@@ -13,7 +13,7 @@ from vfcore.errors import InvalidInputError
 from vfcore.flow.gpu_mode import GpuMode, parse_gpu_mode
 from vfcore.flow.join_policy import JoinPolicy
 from vfcore.flow.spec import REALTIME, to_spec
-from vfcore.flow.validate import effective_replicas, require_valid
+from vfcore.flow.validate import require_valid
 from vfcore.placement.demand import AutoscalingOptions, Reason, autoscaling_rejections
 from vfcore.scaling.capacity import capacity_cap
 from vfcore.scaling.compare import ScalingComparison, compare_with_cluster
@@ -157,7 +157,7 @@ def decide_flow(
             continue
         name = node_spec.name
         entry = parsed.get(name)
-        nb = effective_replicas(node_spec)
+        nb = node_spec.replicas
         lo, hi = nb, max(opts.max_replicas, nb)
         obs = entry.parents_map if entry is not None else {}
         policy = node_spec.join_policy

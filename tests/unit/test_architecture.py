@@ -300,3 +300,46 @@ def test_the_nb_tasks_check_finds_a_read_outside_the_flow_package(tree) -> None:
         }
     )
     assert nb_tasks_reads(root) == ["vfadapters/x.py:2"]
+
+
+def gpu_mode_parsers(root: Path) -> list[str]:
+    """``module.function`` of every call of ``parse_gpu_mode`` in vfcore (the function that
+    contains it: a method is ``Class.method``), outside the module that defines it."""
+    found = []
+    for path in sorted((root / "vfcore").rglob("*.py")):
+        if path.name == "gpu_mode.py":
+            continue
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+
+        def visit(node: ast.AST, owner: str, module: str = module) -> None:
+            for child in ast.iter_child_nodes(node):
+                name = owner
+                if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                    name = f"{owner}.{child.name}" if owner else child.name
+                if (
+                    isinstance(child, ast.Call)
+                    and isinstance(child.func, ast.Name)
+                    and child.func.id == "parse_gpu_mode"
+                ):
+                    found.append(f"{module}.{owner}")
+                visit(child, name)
+
+        visit(tree, "")
+    return sorted(found)
+
+
+def test_the_gpu_mode_is_parsed_only_where_a_public_function_takes_it() -> None:
+    """docs/architecture.md: a public function that takes the GPU mode as text parses it
+    on entry (nine of them) and passes the parsed GpuMode below; nothing else parses it."""
+    assert gpu_mode_parsers(SRC) == [
+        "vfcore.flow.validate.validate",
+        "vfcore.placement.claims.pod_requests",
+        "vfcore.placement.demand.gpu_demand",
+        "vfcore.placement.explain.explain",
+        "vfcore.placement.plan.plan",
+        "vfcore.placement.plan.plan_pods",
+        "vfcore.runtime.render_options.RenderOptions.__post_init__",
+        "vfcore.scaling.capacity.capacity_cap",
+        "vfcore.scaling.flow_scaling.decide_flow",
+    ]

@@ -9,6 +9,18 @@ from typing import Any
 import pytest
 
 from tests.manifest_schemas import KUBE_VERSIONS, bundled_versions, check_any, check_keda
+from tests.support.manifests import (
+    GPU,
+    PIPE_BATCH,
+    PIPE_RT,
+    P,
+    by_kind,
+    of_node,
+    opts,
+    pod_spec,
+    spec_of,
+    worker,
+)
 from vfcore import (
     FlowSpec,
     InvalidFlowError,
@@ -20,59 +32,13 @@ from vfcore import (
     node_shapes,
 )
 from vfcore.runtime.manifests import (
-    RenderOptions,
     flow_label,
     object_name,
     render,
     run_selector,
 )
 
-P = NodeSpec("cam", "producer", sets_keys=("camera",))
 FINITE = NodeSpec("files", "producer", finite=True)
-
-
-def spec_of(flow_type: str, *nodes: NodeSpec, name: str = "demo") -> FlowSpec:
-    return FlowSpec(name, flow_type, nodes)  # type: ignore[arg-type]
-
-
-def opts(**kw: Any) -> RenderOptions:
-    kw.setdefault("image", "registry.example/demo:1")
-    kw.setdefault("run_id", "r1")
-    return RenderOptions(**kw)
-
-
-def by_kind(objs: tuple[dict[str, Any], ...], kind: str) -> list[dict[str, Any]]:
-    return [o for o in objs if o["kind"] == kind]
-
-
-def of_node(objs: tuple[dict[str, Any], ...], node: str, kind: str | None = None) -> list[dict]:
-    return [
-        o
-        for o in objs
-        if o["metadata"].get("annotations", {}).get("vfcore.io/node-name") == node
-        and (kind is None or o["kind"] == kind)
-    ]
-
-
-def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
-    return spec
-
-
-def worker(obj: dict[str, Any]) -> dict[str, Any]:
-    (container,) = pod_spec(obj)["containers"]
-    return container  # type: ignore[no-any-return]
-
-
-PIPE_BATCH = spec_of(
-    "batch",
-    P,
-    NodeSpec("det", "processor", ("cam",), nb_tasks=3),
-    NodeSpec("one", "processor", ("det",)),
-    NodeSpec("trk", "processor", ("one",), nb_tasks=2, partition_by="camera"),
-    NodeSpec("out", "consumer", ("trk",)),
-)
-PIPE_RT = replace(PIPE_BATCH, flow_type="realtime")
 
 
 # -- workloads ------------------------------------------------------------------
@@ -187,14 +153,6 @@ def test_extra_env_reaches_every_worker_and_reserved_names_are_refused() -> None
 
 
 # -- GPU modes ------------------------------------------------------------------
-
-GPU = spec_of(
-    "batch",
-    P,
-    NodeSpec("det", "processor", ("cam",), nb_tasks=2, device_type="gpu", gpu_count=2),
-    NodeSpec("pose", "processor", ("det",), device_type="gpu", gpu_memory_gib=10),
-    NodeSpec("out", "consumer", ("pose",)),
-)
 
 
 def test_exclusive_gpu_pods_get_limits_selector_toleration() -> None:

@@ -46,6 +46,7 @@ from vfcore.runtime.layout import (
 )
 from vfcore.runtime.topology import (
     MAX_NATS_NAME,
+    MAX_STREAM_REPLICAS,
     MAX_SUBJECT,
     RUN_ID_PATTERN,
     BrokerTopology,
@@ -68,6 +69,7 @@ __all__ = [
     "GPU_POLICIES",
     "LOCAL_WAIVED_REASONS",
     "MAX_NATS_NAME",
+    "MAX_STREAM_REPLICAS",
     "MAX_SUBJECT",
     "ROUTINGS",
     "RUN_ID_PATTERN",

@@ -189,3 +189,53 @@ def test_the_rendered_cluster_configuration_is_one_nats_server_accepts(tmp_path:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "is valid" in checked.stdout + checked.stderr
+
+
+def test_broker_setup_waits_for_a_cluster_that_has_no_leader_yet(tmp_path: Path) -> None:
+    """What the setup Job meets when the broker's servers are still electing a leader:
+    `vf broker-setup --wait` rides it out instead of failing (it was exit 1 after one
+    5 s timeout), and creates the run's streams with 3 replicas once there is one."""
+    flow = tmp_path / "flow.py"
+    flow.write_text(textwrap.dedent(LIB.format(n=10, out=str(tmp_path / "out"))) + FLOW)
+    with NatsCluster(_binary(), tmp_path / "cluster", password=secrets.token_hex(32)) as cluster:
+        first, *others = cluster.members
+        for member in others:
+            member.kill()  # no majority: the cluster answers no JetStream request
+        setup = subprocess.Popen(
+            [
+                str(VF),
+                "broker-setup",
+                str(flow),
+                "--broker",
+                first.url,
+                "--run",
+                "s1",
+                "--stream-replicas",
+                "3",
+                "--wait",
+                "60",
+                "--run-key-file",
+                str(tmp_path / "run.key"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(8.0)  # longer than one request's timeout
+            assert setup.poll() is None, setup.communicate()
+            others[0].start()  # a majority again: a leader is elected
+            _, err = setup.communicate(timeout=60)
+        finally:
+            if setup.poll() is None:
+                setup.kill()
+                setup.communicate()
+        assert setup.returncode == 0, err
+        cluster.wait_ready()
+        streams = first.http("/jsz?accounts=true&streams=true&config=true")
+        replicas = {
+            s["name"]: s["config"]["num_replicas"]
+            for a in streams.get("account_details") or []
+            for s in a.get("stream_detail") or []
+        }
+        assert replicas and set(replicas.values()) == {3}, replicas

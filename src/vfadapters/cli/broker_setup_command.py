@@ -4,7 +4,8 @@ What the setup Job of a Kubernetes deploy runs before any worker starts (the
 workers run with ``--no-create``): every stream, consumer and the control bucket
 that :func:`vfcore.broker_topology` lists and the server lacks; what exists is
 left alone, so running it twice is harmless. ``--wait S`` retries the first
-connection for up to S seconds (the broker's pod may still be starting).
+connection for up to S seconds (the broker's pod may still be starting), and
+the creation while a JetStream cluster has no leader (its servers are starting).
 The broker credentials options (docs/cli.md) give the run's *setup* role:
 create what the run lacks, nothing else. ``--wait`` is 0 to 3600 seconds (``nan``, ``inf`` and more are ``invalid-option``).
 Exit codes: 0 done; 1 an unexpected failure; 2 bad input, no broker within
@@ -82,8 +83,17 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
                 raise
             time.sleep(1.0)
     try:
-        with jetstream_required(args.broker, "the run's streams cannot be created"):
-            bridge.run(ensure_topology(bridge.nc, topo), timeout_s=60)
+        while True:
+            try:
+                with jetstream_required(args.broker, "the run's streams cannot be created"):
+                    bridge.run(ensure_topology(bridge.nc, topo), timeout_s=60)
+                break
+            except Exception as exc:
+                # a JetStream cluster that has no leader yet (its servers are starting, or
+                # a majority is away) answers nothing, or 503: wait for it within --wait
+                if not _unavailable(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(1.0)
     finally:
         bridge.close()
     doc = topo.to_dict()
@@ -94,6 +104,17 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
         f"{shown_url(args.broker)}; its key: {where}"
     )
     return EXIT_OK
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """A JetStream that cannot answer now (no meta leader: a timeout, or a 503)."""
+    import concurrent.futures
+
+    import nats.errors
+
+    if isinstance(exc, TimeoutError | nats.errors.TimeoutError | concurrent.futures.TimeoutError):
+        return True
+    return getattr(exc, "rule", None) == "broker-refused" and "err_code 10008" in str(exc)
 
 
 def _ensure_run_key(explicit: str | None, url: str, bucket: str) -> str:

@@ -188,6 +188,67 @@ def register(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="an environment variable for every worker (repeatable)",
     )
+    # -- what a production deploy sets on the pods (vfcore.runtime.pod_options) ----
+    p.add_argument(
+        "--mount-pvc",
+        action="append",
+        default=[],
+        metavar="[NODE=]CLAIM:PATH[:ro]",
+        help="mount an existing PersistentVolumeClaim at PATH in every worker (or NODE's); "
+        "the preflight checks that it exists and that its access modes allow the plan's "
+        "pods and nodes (repeatable)",
+    )
+    p.add_argument(
+        "--mount-configmap",
+        action="append",
+        default=[],
+        metavar="[NODE=]NAME:PATH",
+        help="mount a ConfigMap read-only at PATH in every worker (or NODE's); it must "
+        "exist (repeatable)",
+    )
+    p.add_argument(
+        "--mount-secret",
+        action="append",
+        default=[],
+        metavar="[NODE=]NAME:PATH",
+        help="mount a Secret read-only at PATH in every worker (or NODE's); it must exist "
+        "(repeatable)",
+    )
+    p.add_argument(
+        "--scratch",
+        default=None,
+        metavar="SIZE",
+        help="an emptyDir of at most SIZE at /scratch in every worker (e.g. 20Gi)",
+    )
+    p.add_argument(
+        "--image-pull-policy",
+        default=None,
+        metavar="POLICY",
+        help="Always, IfNotPresent or Never for the containers running the flow's image "
+        "(default: Kubernetes' own: Always for :latest or no tag, else IfNotPresent)",
+    )
+    p.add_argument(
+        "--image-pull-secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a docker-registry Secret of the namespace, on every pod (repeatable)",
+    )
+    p.add_argument(
+        "--image-override",
+        action="append",
+        default=[],
+        metavar="NODE=IMAGE",
+        help="NODE's pods run IMAGE instead of --image (a GPU node's own image; it must hold "
+        "the flow and vfcore too) (repeatable)",
+    )
+    p.add_argument(
+        "--priority-class",
+        default=None,
+        metavar="NAME",
+        help="the PriorityClass of every pod of the run; the preflight reads it (it must "
+        "exist) and plans with its value",
+    )
     p.add_argument(
         "--autoscaling",
         action="store_true",
@@ -347,7 +408,28 @@ def render_options(args: argparse.Namespace, flow_file: str, spec: Any = None) -
         restrict_egress=args.restrict_egress,
         broker_replicas=args.broker_replicas,
         rollout=args.rollout,
+        volumes=_volumes(args),
+        scratch=args.scratch,
+        image_pull_policy=args.image_pull_policy,
+        image_pull_secrets=tuple(args.image_pull_secret),
+        image_overrides=_pairs(args.image_override, "--image-override", "detector=reg/gpu:1"),
+        priority_class=args.priority_class,
         **extra,
+    )
+
+
+def _volumes(args: argparse.Namespace) -> tuple[Any, ...]:
+    """``--mount-pvc``, ``--mount-configmap`` and ``--mount-secret``, parsed."""
+    from vfcore.runtime.pod_options import parse_volume
+
+    return tuple(
+        parse_volume(kind, text)
+        for kind, texts in (
+            ("pvc", args.mount_pvc),
+            ("configmap", args.mount_configmap),
+            ("secret", args.mount_secret),
+        )
+        for text in texts
     )
 
 

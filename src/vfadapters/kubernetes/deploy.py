@@ -423,8 +423,9 @@ def _redeploy_and_storage(
     result: Any,
     err: TextIO,
 ) -> tuple[PreflightRefusal | None, Sequence[Mapping[str, Any]]]:
-    """The preflight's second half: what a redeploy changes, and whether the volumes bind;
-    the objects to apply (a redeploy keeps the run's setup Job as it is)."""
+    """The preflight's second half: what a redeploy changes, whether the volumes bind and
+    the objects the pods name exist (ConfigMaps, Secrets, the PriorityClass); the objects to
+    apply (a redeploy keeps the run's setup Job as it is)."""
     from vfadapters.kubernetes.storage import storage_problems
     from vfcore.runtime.manifests import run_selector
     from vfcore.runtime.redeploy import redeploy_changes
@@ -460,8 +461,26 @@ def _redeploy_and_storage(
         refusal = redeploy_refusal(changes, args, run_id)
         if refusal is not None:
             return refusal, objects
+        if getattr(args, "rollout", None) == "surge":
+            from vfcore.runtime import surge_needs, surge_warning
+
+            rolled = [c.name for c in changes.of("changed-pods") if c.kind == "Deployment"]
+            warning = surge_warning(surge_needs(objects, rolled))
+            if warning is not None:
+                err.write(f"preflight warning: {warning}\n")
         objects = changes.to_apply(objects)
-    problems = storage_problems(client, objects, namespace, dict(result.assignments))
+    from vfadapters.kubernetes.references import reference_problems
+    from vfcore.runtime.manifests import credentials_secret_name
+
+    problems = (
+        *storage_problems(client, objects, namespace, dict(result.assignments)),
+        *reference_problems(
+            client,
+            objects,
+            namespace,
+            own_secrets=(credentials_secret_name(spec.name, run_id),),
+        ),
+    )
     errors = [p for p in problems if p.is_error]
     for p in problems:
         if not p.is_error:

@@ -251,7 +251,11 @@ def _made(use: ClaimUse, facts: StorageFacts) -> list[Problem]:
     return []
 
 
-def _mounted(use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str]) -> list[Problem]:
+def _mounted(
+    use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str], users: tuple[ClaimUse, ...]
+) -> list[Problem]:
+    """The problems of one claim to mount; ``users`` are every use of it (the flow nodes
+    whose pods mount it: a claim's access modes bound all of its pods together)."""
     subject = use.claim
     if facts.claims_unknown:
         return [
@@ -277,8 +281,12 @@ def _mounted(use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str]) -> li
             )
         ]
     out: list[Problem] = []
-    pods = sorted(p for p in hosts if use.node is not None and p.split("/")[0] == use.node)
+    mounting = {u.node for u in users if u.node is not None}
+    pods = sorted(p for p in hosts if p.rsplit("/", 1)[0] in mounting)
     nodes = sorted({hosts[p] for p in pods})
+    owners = sorted({u.owner for u in users})
+    owner = owners[0] if len(owners) == 1 else f"{', '.join(owners[:-1])} and {owners[-1]}"
+    use = replace(use, owner=owner, read_only=all(u.read_only for u in users))
     modes = set(claim.access_modes)
     if _ONE_POD in modes and not modes & {_ONE_NODE, *_MANY} and len(pods) > 1:
         out.append(
@@ -288,7 +296,8 @@ def _mounted(use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str]) -> li
                 subject,
                 f"claim {use.claim} is ReadWriteOncePod, and {len(pods)} pods of {use.owner} "
                 f"mount it ({', '.join(pods[:5])}): only one pod may use it",
-                "give each replica its own claim (one node per claim), or use a ReadWriteMany claim",
+                "mount it in one pod only (--mount-pvc NODE=CLAIM:PATH, NODE a node of one "
+                "replica), or use a ReadWriteMany claim",
             )
         )
     elif modes and not modes & set(_MANY) and _ONE_NODE in modes and len(nodes) > 1:
@@ -300,7 +309,9 @@ def _mounted(use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str]) -> li
                 f"claim {use.claim} is ReadWriteOnce (one node at a time), and the plan puts the "
                 f"{len(pods)} pods of {use.owner} that mount it on {len(nodes)} nodes "
                 f"({', '.join(nodes[:5])}): the pods on the other nodes would wait for the volume",
-                "use a ReadWriteMany claim, or fewer replicas (nb_tasks) so that they share one node",
+                "use a ReadWriteMany (or, read-only, ReadOnlyMany) claim; or mount it in one "
+                "node's pods only (--mount-pvc NODE=CLAIM:PATH) with pods that share one host; "
+                "or fewer replicas (nb_tasks)",
             )
         )
     if modes == {_READ_ONLY} and not use.read_only:
@@ -310,7 +321,7 @@ def _mounted(use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str]) -> li
                 "error",
                 subject,
                 f"claim {use.claim} is ReadOnlyMany, and {use.owner} mounts it read-write",
-                "mount it read-only (CLAIM:PATH:ro), or use a ReadWriteMany claim",
+                "mount it read-only (--mount-pvc CLAIM:PATH:ro), or use a ReadWriteMany claim",
             )
         )
     if claim.phase != "Bound":
@@ -329,6 +340,7 @@ def _mounted(use: ClaimUse, facts: StorageFacts, hosts: Mapping[str, str]) -> li
 def check_claims(
     uses: Iterable[ClaimUse], facts: StorageFacts, hosts: Mapping[str, str]
 ) -> tuple[Problem, ...]:
+    uses = tuple(uses)
     """Every problem of ``uses`` on a cluster with ``facts``; ``hosts`` is the plan's
     ``pod -> node`` (``detector/0 -> gpu-a``), for the access modes. See the module
     docstring for each finding."""
@@ -351,9 +363,9 @@ def check_claims(
                 )
             out.extend(_made(use, facts))
         else:
-            key = f"{use.claim}\0{use.node}"
-            if key in seen:
+            if use.claim in seen:
                 continue
-            seen.add(key)
-            out.extend(_mounted(use, facts, hosts))
+            seen.add(use.claim)
+            users = tuple(u for u in uses if not u.created and u.claim == use.claim)
+            out.extend(_mounted(use, facts, hosts, users))
     return tuple(out)

@@ -69,6 +69,7 @@ from vfcore.flow.validate import require_valid
 from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.demand import AutoscalingOptions, autoscaling_rejections, node_shapes
 from vfcore.quantity import format_quantity
+from vfcore.runtime.pod_options import SCRATCH_PATH, WorkerVolume, volumes_of
 from vfcore.runtime.render_options import (
     BROKER_CLIENT_PORT,
     BROKER_MONITOR_PORT,
@@ -254,6 +255,47 @@ def _mount(volume: str, path: str) -> dict[str, Any]:
     return {"name": volume, "mountPath": path, "readOnly": True}
 
 
+#: The pod volume of ``--scratch`` (an emptyDir with its sizeLimit).
+SCRATCH_VOLUME = "vf-scratch"
+
+
+def _user_volume(v: WorkerVolume) -> dict[str, Any]:
+    """A pod volume of ``--mount-pvc``, ``--mount-configmap`` or ``--mount-secret``."""
+    if v.kind == "pvc":
+        source: dict[str, Any] = {"claimName": v.source}
+        if v.read_only:
+            source["readOnly"] = True
+        return {"name": v.volume_name, "persistentVolumeClaim": source}
+    if v.kind == "configmap":
+        return {"name": v.volume_name, "configMap": {"name": v.source}}
+    return {"name": v.volume_name, "secret": {"secretName": v.source}}
+
+
+def _user_mount(v: WorkerVolume) -> dict[str, Any]:
+    mount: dict[str, Any] = {"name": v.volume_name, "mountPath": v.path}
+    if v.read_only:
+        mount["readOnly"] = True
+    return mount
+
+
+def _with_pod_settings(obj: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
+    """``--priority-class`` and ``--image-pull-secret`` on the pod template of every
+    workload of the run (the broker's too: its image may come from the same registry,
+    and it should not be preempted before the workers it serves)."""
+    template = obj.get("spec", {}).get("template") if obj.get("kind") in _WORKLOADS else None
+    if template is None:
+        return obj
+    pod = template["spec"]
+    if opts.priority_class is not None:
+        pod["priorityClassName"] = opts.priority_class
+    if opts.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": n} for n in opts.image_pull_secrets]
+    return obj
+
+
+_WORKLOADS = ("Job", "Deployment", "StatefulSet")
+
+
 def _pod_spec(
     ctx: _Ctx,
     container: dict[str, Any],
@@ -279,6 +321,7 @@ def _pod_spec(
         # exactly what the planner packed (a pod's request is the max of init and sum).
         # It alone mounts the setup role's key: the worker's container never sees it.
         init = _setup_container(ctx, "topology", wait_s=300)
+        init["image"] = container["image"]  # --image-override: the node's own image
         env, volume = _setup_credentials(ctx)
         init["env"] = [*init["env"], *env]
         init["volumeMounts"] = [_mount(volume["name"], SETUP_DIR)]
@@ -336,13 +379,19 @@ def _worker_container(
     env, _ = _worker_credentials(ctx, node.name)
     container: dict[str, Any] = {
         "name": "worker",
-        "image": opts.image,
+        "image": dict(opts.image_overrides).get(node.name, opts.image),
         "command": ["vf"],
         "args": args,
         "env": [*_base_env(ctx), *env],
-        "volumeMounts": [_mount("vf-credentials", CREDENTIALS_DIR)],
+        "volumeMounts": [
+            _mount("vf-credentials", CREDENTIALS_DIR),
+            *(_user_mount(v) for v in volumes_of(opts.volumes, node.name)),
+            *([{"name": SCRATCH_VOLUME, "mountPath": SCRATCH_PATH}] if opts.scratch else []),
+        ],
         "securityContext": _container_security(),
     }
+    if opts.image_pull_policy is not None:
+        container["imagePullPolicy"] = opts.image_pull_policy
     res: dict[str, Any] = {}
     if pod.dra is not None:
         res["claims"] = [{"name": CLAIM_NAME}]
@@ -363,7 +412,15 @@ def _node_objects(
     labels = _labels(ctx, _component(node), node.name, name)
     selector = _selector(labels)
     container, product = _worker_container(ctx, node, pod)
-    volumes = (_worker_credentials(ctx, node.name)[1],)
+    volumes = (
+        _worker_credentials(ctx, node.name)[1],
+        *(_user_volume(v) for v in volumes_of(opts.volumes, node.name)),
+        *(
+            [{"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": opts.scratch}}]
+            if opts.scratch
+            else []
+        ),
+    )
     gpu = node.is_gpu
     out: list[dict[str, Any]] = []
     claim_template = None
@@ -779,6 +836,7 @@ def _setup_container(ctx: _Ctx, name: str, *, wait_s: int) -> dict[str, Any]:
         ],
         "env": _base_env(ctx),
         "securityContext": _container_security(),
+        **({"imagePullPolicy": opts.image_pull_policy} if opts.image_pull_policy else {}),
     }
 
 
@@ -935,6 +993,8 @@ def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequ
         ("mig", opts.mig),
         ("capacity_caps", opts.capacity_caps),
         ("dra_selectors", opts.dra_selectors),
+        ("--image-override", opts.image_overrides),
+        ("a volume (--mount-…)", tuple((v.node, v) for v in opts.volumes if v.node is not None)),
     ):
         unknown = sorted(str(n) for n, _ in items if n not in names)
         if unknown:
@@ -1070,4 +1130,4 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         if node.name in scaled:
             out.append(_scaled_object(ctx, node, topo))
     # no two objects share a sub-object: a caller may edit one, and YAML needs no aliases
-    return tuple(_unshared(o) for o in out)
+    return tuple(_with_pod_settings(_unshared(o), opts) for o in out)

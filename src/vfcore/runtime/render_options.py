@@ -30,6 +30,7 @@ from vfcore.placement.claims import (
 )
 from vfcore.placement.dra.cel import compile_selector
 from vfcore.quantity import canonical_units
+from vfcore.runtime.pod_options import check_pod_options
 from vfcore.runtime.run_security import RunSecrets
 from vfcore.runtime.topology import check_run_id
 from vfcore.scaling.rule import DEFAULT_LAG_THRESHOLD, DEFAULT_MAX_REPLICAS
@@ -322,6 +323,15 @@ class RenderOptions:
     #: how a running REALTIME run's workloads give way to a new version: "drain", "surge"
     #: or None (Kubernetes' default rolling update); a BATCH flow refuses one
     rollout: str | None = None
+    #: volumes of the workers (--mount-pvc/--mount-configmap/--mount-secret: WorkerVolume),
+    #: an emptyDir's size at /scratch, the images' pull policy and secrets, an image per
+    #: node, the pods' PriorityClass (vfcore.runtime.pod_options)
+    volumes: Any = ()
+    scratch: str | None = None
+    image_pull_policy: str | None = None
+    image_pull_secrets: Any = ()
+    image_overrides: Any = ()
+    priority_class: str | None = None
 
     def __post_init__(self) -> None:
         s = object.__setattr__
@@ -581,6 +591,19 @@ class RenderOptions:
                 "first); docs/kubernetes.md, Rollouts",
             )
 
+        pod = check_pod_options(
+            volumes=self.volumes,
+            scratch=self.scratch,
+            image_pull_policy=self.image_pull_policy,
+            image_pull_secrets=self.image_pull_secrets,
+            image_overrides=self.image_overrides,
+            priority_class=self.priority_class,
+        )
+        for node, image in pod["image_overrides"]:
+            check_image_reference(image, f"--image-override {node}: image")
+        for name, value in pod.items():
+            s(self, name, value)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "image": self.image,
@@ -601,6 +624,12 @@ class RenderOptions:
             "restrict_egress": self.restrict_egress,
             "broker_replicas": self.broker_replicas,
             "rollout": self.rollout,
+            "volumes": [v.to_dict() for v in self.volumes],
+            "scratch": self.scratch,
+            "image_pull_policy": self.image_pull_policy,
+            "image_pull_secrets": list(self.image_pull_secrets),
+            "image_overrides": dict(self.image_overrides),
+            "priority_class": self.priority_class,
             "secret_values": "given" if self.secret_values is not None else None,
         }
 

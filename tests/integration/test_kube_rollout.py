@@ -96,3 +96,48 @@ def test_a_batch_run_refuses_a_rollout_before_anything_is_applied(
     assert "error: rollout-on-batch" in refused.stderr
     assert "docs/kubernetes.md, Rollouts" in refused.stderr and "Traceback" not in refused.stderr
     assert applies(fake) == []
+
+
+GPU_FLOW = """
+from vfcore import REALTIME, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+class Src(ProducerNode):
+    def next(self):
+        return 1
+
+class Infer(ProcessorNode):
+    def process(self, item):
+        return item
+
+class Sink(ConsumerNode):
+    def consume(self, item):
+        pass
+
+flow = Flow([Sink(name="sink")(Infer(name="infer", device_type="gpu", gpu_count=2, nb_tasks=2)(
+    Src(name="src")))], flow_type=REALTIME, name="roll")
+"""
+
+
+@pytest.mark.parametrize("rollout", ["surge", "drain"])
+def test_a_surge_of_gpu_pods_says_what_room_it_needs(
+    fake: FakeKube,  # noqa: F811
+    tmp_path: Path,
+    rollout: str,
+) -> None:
+    fake.call(lambda h: setattr(h, "spawn_bound_pods_on", "gpu-a"))
+    fake.call(lambda h: setattr(h, "ready_workloads", True))
+    flow = tmp_path / "roll.py"
+    flow.write_text(GPU_FLOW, encoding="utf-8")
+    kubeconfig = fake.kubeconfig(tmp_path / "kubeconfig")
+    assert _deploy(flow, kubeconfig, "registry.example/roll:1").returncode == 0
+    again = _deploy(flow, kubeconfig, "registry.example/roll:2", "--rollout", rollout)
+    assert again.returncode == 0, again.stderr
+    said = "preflight warning: --rollout surge starts one more pod of each rolled workload"
+    if rollout == "surge":
+        assert said in again.stderr
+        assert (
+            "infer +2 nvidia.com/gpu" in again.stderr
+            and "--rollout drain needs no room" in again.stderr
+        )
+    else:
+        assert said not in again.stderr

@@ -256,3 +256,49 @@ def test_the_ha_broker_and_rollouts_are_valid_kubernetes(version: str) -> None:
         pytest.skip(f"kubernetes-validate bundles no {version} schemas")
     for obj in rendered(broker_replicas=3, rollout="surge", secret_values=ha_secrets()):
         check_any(obj, version)
+
+
+def _gpu_flow(gpu_count: int = 2) -> FlowSpec:
+    return FlowSpec(
+        "cams",
+        "realtime",
+        (
+            NodeSpec("camera", "producer"),
+            NodeSpec(
+                "infer",
+                "processor",
+                ("camera",),
+                nb_tasks=2,
+                device_type="gpu",
+                gpu_count=gpu_count,
+            ),
+            NodeSpec("sink", "consumer", ("infer",)),
+        ),
+    )
+
+
+def test_a_surge_names_the_devices_one_more_pod_of_each_rolled_workload_takes() -> None:
+    from vfcore.runtime import surge_needs, surge_warning
+
+    objs = rendered(_gpu_flow(), rollout="surge")
+    deployments = {
+        d["metadata"]["annotations"]["vfcore.io/node-name"]: d for d in by_kind(objs, "Deployment")
+    }
+    names = [d["metadata"]["name"] for d in deployments.values()]
+    needs = {n.node: n for n in surge_needs(objs, names)}
+    assert set(needs) == {"camera", "infer", "sink"}
+    assert needs["infer"].extra == (("nvidia.com/gpu", 2),) and needs["infer"].takes_devices
+    assert not needs["camera"].takes_devices and not needs["sink"].takes_devices
+    warning = surge_warning(tuple(needs.values()))
+    assert warning is not None and "1 of them take devices: infer +2 nvidia.com/gpu." in warning
+    # only what rolls counts; cpu-only workloads need no warning
+    assert surge_warning(surge_needs(objs, [deployments["sink"]["metadata"]["name"]])) is None
+    # a DRA pod takes its devices through a claim
+    dra = rendered(_gpu_flow(1), rollout="surge", gpu_mode="dra")
+    infer = next(
+        d
+        for d in by_kind(dra, "Deployment")
+        if d["metadata"]["annotations"]["vfcore.io/node-name"] == "infer"
+    )
+    (need,) = surge_needs(dra, [infer["metadata"]["name"]])
+    assert need.claims == 1 and "infer +1 ResourceClaim" in (surge_warning((need,)) or "")

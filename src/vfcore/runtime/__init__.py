@@ -44,6 +44,7 @@ from vfcore.runtime.layout import (
     Routing,
     local_layout,
 )
+from vfcore.runtime.rollout import SurgeNeed, surge_needs, surge_warning
 from vfcore.runtime.topology import (
     MAX_NATS_NAME,
     MAX_STREAM_REPLICAS,
@@ -92,6 +93,7 @@ __all__ = [
     "Routing",
     "RunControl",
     "StreamConfig",
+    "SurgeNeed",
     "TopologyConsumer",
     "TopologyOptions",
     "assign_devices",
@@ -106,5 +108,7 @@ __all__ = [
     "render_authorization",
     "run_roles",
     "subject_matches",
+    "surge_needs",
+    "surge_warning",
     "visible_devices",
 ]

@@ -141,3 +141,58 @@ def test_a_surge_of_gpu_pods_says_what_room_it_needs(
         )
     else:
         assert said not in again.stderr
+
+
+def _tainted(node: dict[str, Any]) -> dict[str, Any]:
+    node["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    return node
+
+
+def test_a_clustered_broker_needs_a_host_per_server_before_anything_is_applied(
+    tmp_path: Path,
+) -> None:
+    """`--broker-replicas 3` puts each server on a node of its own (required anti-affinity):
+    on a cluster where only one node takes the broker's pods (the GPU nodes are tainted)
+    the preflight refuses it, naming each node and why (it would otherwise wait 60 s and
+    end run-unschedulable); once three nodes can, it goes on."""
+    from tests.support.kube import RESOURCES, gpu_node
+
+    server = FakeKube().start()
+    try:
+        server.declare(*RESOURCES, "storage.k8s.io/v1/storageclasses", "v1/persistentvolumes")
+        server.put(
+            "storage.k8s.io/v1/storageclasses",
+            None,
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": "std",
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": "csi.example",
+            },
+        )
+        for name in ("gpu-a", "gpu-b"):
+            server.put("v1/nodes", None, _tainted(gpu_node(name, 4)))
+        server.put("v1/nodes", None, gpu_node("cpu-1", 0))
+        flow = _flow(tmp_path, "REALTIME")
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        base = ("deploy", flow, "--image", "registry.example/roll:1", "--run", "r1",
+                "--timeout", "30")  # fmt: skip
+        refused = run_vf(*base, "--kubeconfig", kubeconfig, "--broker-replicas", "3")
+        assert refused.returncode == 3, refused.stderr
+        assert "error: preflight-broker-hosts" in refused.stderr
+        assert "1 of 3 nodes can take one: cpu-1" in refused.stderr
+        assert "gpu-a (untolerated taint nvidia.com/gpu=present:NoSchedule)" in refused.stderr
+        assert "--broker-replicas 1" in refused.stderr
+        assert applies(server) == []
+        for name in ("cpu-2", "cpu-3"):
+            server.put("v1/nodes", None, gpu_node(name, 0))
+        fits = run_vf(
+            *base, "--kubeconfig", kubeconfig, "--broker-replicas", "3", "--dry-run", "server"
+        )
+        assert fits.returncode == 0, fits.stderr
+        assert "broker" not in fits.stderr.split("preflight: fits", 1)[-1].split("\n")[0]
+    finally:
+        server.stop()

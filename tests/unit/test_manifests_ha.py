@@ -302,3 +302,32 @@ def test_a_surge_names_the_devices_one_more_pod_of_each_rolled_workload_takes() 
     )
     (need,) = surge_needs(dra, [infer["metadata"]["name"]])
     assert need.claims == 1 and "infer +1 ResourceClaim" in (surge_warning((need,)) or "")
+
+
+def test_a_clustered_broker_counts_the_nodes_that_can_host_one_server_each() -> None:
+    from vfcore.cluster import NodeState, Taint
+    from vfcore.runtime import broker_hosts
+
+    objs = rendered(broker_replicas=3)
+    gpu_taint = (Taint("nvidia.com/gpu", "present"),)
+    nodes = [
+        NodeState("a", ()),
+        NodeState("b", (), ready=False),
+        NodeState("c", (), taints=gpu_taint),
+        NodeState("d", (), taints=(Taint("maintenance", "", "PreferNoSchedule"),)),
+    ]
+    hosts = broker_hosts(objs, nodes)
+    assert hosts is not None and hosts.needed == 3
+    assert hosts.eligible == ("a", "d") and hosts.verdict == "does-not-fit"
+    assert dict(hosts.excluded) == {
+        "b": "not Ready",
+        "c": "untolerated taint nvidia.com/gpu=present:NoSchedule",
+    }
+    # a node whose facts could not be read may be the third: unknown, never "fits"
+    maybe = broker_hosts(objs, nodes, ["e"])
+    assert maybe is not None and maybe.verdict == "unknown"
+    # the equality edge: exactly three nodes fit
+    three = broker_hosts(objs, [*nodes, NodeState("e", ())])
+    assert three is not None and three.verdict == "fits"
+    # a single server has no anti-affinity: nothing to count
+    assert broker_hosts(rendered(), nodes) is None

@@ -610,6 +610,14 @@ def apply_and_wait(
         if refusal is not None:
             report(refusal.rule, refusal.message, refusal.hint)
             return EXIT_USAGE if refusal.rule.startswith("redeploy-") else EXIT_STRICT
+        from vfcore.runtime import broker_hosts
+
+        hosts = broker_hosts(objects, cluster.nodes, [u.name for u in cluster.unreadable_nodes])
+        if hosts is not None and hosts.verdict == "does-not-fit":  # --broker-replicas 3
+            report("preflight-broker-hosts", hosts.message, hosts.hint)
+            return EXIT_STRICT
+        if hosts is not None and hosts.verdict == "unknown":
+            err.write(f"preflight warning: broker-hosts-unknown: {hosts.message}\n")
         check_served_kinds(client, objects)
         dry_run = getattr(args, "dry_run", None) == "server"
         force = bool(getattr(args, "force_conflicts", False))

@@ -24,6 +24,7 @@ from vfcore.runtime.broker_auth import (
     render_authorization,
     run_roles,
 )
+from vfcore.runtime.broker_hosting import BrokerHosts, broker_hosts
 from vfcore.runtime.devices import (
     GPU_POLICIES,
     DeviceAssignment,
@@ -75,6 +76,7 @@ __all__ = [
     "ROUTINGS",
     "RUN_ID_PATTERN",
     "SETUP_ROLE",
+    "BrokerHosts",
     "BrokerPermissions",
     "BrokerTopology",
     "BrokerUser",
@@ -97,6 +99,7 @@ __all__ = [
     "TopologyConsumer",
     "TopologyOptions",
     "assign_devices",
+    "broker_hosts",
     "broker_permissions",
     "broker_topology",
     "check_run_id",

@@ -232,8 +232,12 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(obj.get("kind")), str(_mapping(obj.get("metadata")).get("name"))
 
 
+def _pod_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _mapping(_mapping(_mapping(obj.get("spec")).get("template")).get("spec"))
+
+
 def _containers(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    pod = _mapping(_mapping(_mapping(obj.get("spec")).get("template")).get("spec"))
+    pod = _pod_of(obj)
     out: dict[str, Mapping[str, Any]] = {}
     for group in ("initContainers", "containers"):
         listed = pod.get(group)
@@ -255,12 +259,44 @@ def _requests(c: Mapping[str, Any]) -> dict[str, object]:
     return {str(k): _quantity(v) for k, v in req.items()}
 
 
+#: What names the source of an ``env[].valueFrom`` (the API server fills in defaults around
+#: them, e.g. ``fieldRef.apiVersion: v1``: those are not changes).
+_VALUE_FROM_KEYS = {
+    "fieldRef": ("fieldPath",),
+    "resourceFieldRef": ("containerName", "resource"),
+    "secretKeyRef": ("name", "key"),
+    "configMapKeyRef": ("name", "key"),
+}
+
+
+def _env_value(e: Mapping[str, Any]) -> object:
+    if "valueFrom" not in e:
+        return e.get("value", "")  # an empty value may come back without the key
+    source = _mapping(e.get("valueFrom"))
+    for kind, keys in _VALUE_FROM_KEYS.items():
+        if kind in source:
+            ref = _mapping(source[kind])
+            return (kind, *(str(ref.get(k) or "") for k in keys))
+    return repr(sorted(source.items()))
+
+
 def _env(c: Mapping[str, Any]) -> dict[str, object]:
     listed = c.get("env")
     return {
-        str(_mapping(e).get("name")): _mapping(e).get("value", _mapping(e).get("valueFrom"))
+        str(_mapping(e).get("name")): _env_value(_mapping(e))
         for e in (listed if isinstance(listed, list) else [])
     }
+
+
+def _mounts(c: Mapping[str, Any]) -> tuple[tuple[str, str, bool], ...]:
+    listed = c.get("volumeMounts")
+    return tuple(
+        sorted(
+            (str(_mapping(m).get("mountPath")), str(_mapping(m).get("name")),
+             bool(_mapping(m).get("readOnly")))
+            for m in (listed if isinstance(listed, list) else [])
+        )
+    )  # fmt: skip
 
 
 def _replicas(obj: Mapping[str, Any]) -> tuple[tuple[str, object], ...]:
@@ -299,6 +335,18 @@ def _pod_details(rendered: Mapping[str, Any], live: Mapping[str, Any]) -> tuple[
             details.append(f"{shown}: env {', '.join(changed)} changed")
         if _requests(w) != _requests(h):
             details.append(f"{shown}: requests changed")
+        if _mounts(w) != _mounts(h):
+            details.append(f"{shown}: volume mounts changed")
+        if (w.get("imagePullPolicy") or None) not in (None, h.get("imagePullPolicy")):
+            details.append(
+                f"{shown}: imagePullPolicy {h.get('imagePullPolicy')} -> {w.get('imagePullPolicy')}"
+            )
+    w_pod, h_pod = _pod_of(rendered), _pod_of(live)
+    if (w_pod.get("priorityClassName") or None) != (h_pod.get("priorityClassName") or None):
+        details.append(
+            f"priorityClassName {h_pod.get('priorityClassName')} -> "
+            f"{w_pod.get('priorityClassName')}"
+        )
     for (field, w_value), (_, h_value) in zip(_replicas(rendered), _replicas(live), strict=False):
         if w_value != h_value:
             details.append(f"{field} {h_value} -> {w_value}")
@@ -319,8 +367,10 @@ def redeploy_changes(
     """Each rendered object against the run's ``existing`` ones (as the API returned them).
 
     Only what the pods run is compared (containers' images, command, arguments,
-    environment and requests; replicas): the server adds defaults to the rest,
-    and the apply itself says which objects it configured.
+    environment — a ``valueFrom`` by its source, without the defaults the server adds —,
+    requests, volume mounts, a pull policy the render sets; the pod's PriorityClass;
+    replicas): the server adds defaults to the rest, and the apply itself says which
+    objects it configured.
 
     >>> job = {"kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {
     ...     "containers": [{"name": "worker", "image": "a:1"}]}}}}

@@ -303,7 +303,8 @@ def test_the_nats_server_and_the_fake_are_what_the_fuzz_talks_to(servers) -> Non
             ["broker-setup", FLOW, f"--broker={servers.nats.url}", "--run=fz-ok"],
             ["dead-letters", FLOW, f"--broker={servers.nats.url}", "--run=fz-ok", "--json"],
             ["scale", SCALING, f"--broker={servers.nats.url}", "--run=fz-ok", "--timeout=1"],
-            ["status", FLOW, f"--kubeconfig={servers.kubeconfig}", "--run=r1"],
+            # (no --run: a --run that no object carries is run-not-found, exit 2)
+            ["status", FLOW, f"--kubeconfig={servers.kubeconfig}"],
             ["teardown", FLOW, f"--kubeconfig={servers.kubeconfig}", "--run=r1"],
             ["plan", FLOW, "--kube", f"--kubeconfig={servers.kubeconfig}"],
             ["deploy", FLOW, "--image=x:1", "--run=r1", "--render-only", f"-o={folder / 'o'}"],

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_manifests import PIPE_BATCH, PIPE_RT, opts
+from tests.support.manifests import PIPE_BATCH, PIPE_RT, opts
 from vfcore.runtime.manifests import render
 from vfcore.runtime.pod_options import parse_volume
 from vfcore.runtime.redeploy import redeploy_changes, run_labels, without_run_pods

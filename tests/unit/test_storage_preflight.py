@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_manifests import PIPE_BATCH, opts
+from tests.support.manifests import PIPE_BATCH, opts
 from vfcore.cluster.storage import storage_facts
 from vfcore.placement.storage import check_claims, claim_uses
 from vfcore.runtime.manifests import render

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from vfcore.cluster import Unknown as ClusterUnknown
 from vfcore.errors import InvalidInputError
@@ -197,12 +197,83 @@ def _ceil_int32(x: float) -> int:
     return math.ceil(x)
 
 
+class _TriggerValue(NamedTuple):
+    """What KEDA hands the HPA for one trigger: the lag's value, a fallback value, or an error."""
+
+    trigger: Trigger
+    source: str  # "metric", "fallback" or "error"
+    lag: int | None
+    value_milli: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Evaluation:
+    """One evaluation in progress: its inputs, what KEDA read, and the steps told so far."""
+
+    state: HpaState
+    now_s: float
+    values: tuple[_TriggerValue, ...]
+    failures: Mapping[str, int]  # each trigger's consecutive failures after this read
+    active: bool
+    steps: list[str]
+
+    @property
+    def current(self) -> int:
+        return self.state.replicas
+
+    def prediction(
+        self,
+        replicas: int,
+        actor: Actor,
+        reason: str,
+        readings: Sequence[TriggerReading],
+        metric_replicas: int | None,
+        stabilized: int | None,
+        memory: tuple[Sequence[Recommendation], Sequence[ScaleEvent], Sequence[ScaleEvent]],
+    ) -> HpaPrediction:
+        """The answer, with the state the next evaluation starts from (``memory``: the
+        controller's recommendations, scale-up and scale-down events)."""
+        recommendations, ups, downs = memory
+        next_state = HpaState(
+            replicas,
+            recommendations=tuple(recommendations),
+            scale_up_events=tuple(ups),
+            scale_down_events=tuple(downs),
+            failures=tuple(sorted(self.failures.items())),
+            last_active_s=self.now_s if self.active else self.state.last_active_s,
+        )
+        return HpaPrediction(
+            replicas,
+            self.current,
+            actor,
+            reason,
+            self.active,
+            tuple(readings),
+            metric_replicas,
+            stabilized,
+            next_state,
+            tuple(self.steps),
+            self.now_s,
+        )
+
+    def keda_sets(self, replicas: int, reason: str) -> HpaPrediction:
+        """KEDA's executor scales the target itself; the HPA's memory is left as it was."""
+        self.steps.append(f"KEDA sets {replicas} replica(s): {reason}")
+        readings = [
+            _reading(v.trigger, v.source, v.lag, v.value_milli, None, None, self.failures)
+            for v in self.values
+        ]
+        state = self.state
+        memory = (state.recommendations, state.scale_up_events, state.scale_down_events)
+        return self.prediction(replicas, "keda", reason, readings, None, None, memory)
+
+
 def _read_triggers(
     observations: Mapping[str, Observation | ClusterUnknown],
     scaler: KedaScaler,
     state: HpaState,
     ready: int,
-) -> tuple[list[tuple[Trigger, str, int | None, int | None]], dict[str, int], list[str]]:
+) -> tuple[tuple[_TriggerValue, ...], dict[str, int], list[str]]:
     """KEDA's side: each trigger's metric, or its fallback value, or an error.
 
     KEDA tracks a trigger's health (``status.health[*].numberOfFailures``) only
@@ -213,7 +284,7 @@ def _read_triggers(
     reset the count — ``failures`` comes back as it was given.
     """
     failures = dict(state.failures)
-    out: list[tuple[Trigger, str, int | None, int | None]] = []
+    out: list[_TriggerValue] = []
     steps: list[str] = []
     fb = scaler.fallback
     for trig in scaler.triggers:
@@ -222,11 +293,11 @@ def _read_triggers(
         if isinstance(obs, Backlog):
             if fb is not None:
                 failures[trig.parent] = 0
-            out.append((trig, "metric", obs.lag, obs.lag * 1000))
+            out.append(_TriggerValue(trig, "metric", obs.lag, obs.lag * 1000))
             continue
         reason = NOT_OBSERVED if obs is None else obs.reason
         if fb is None:  # no fallback: KEDA leaves the failure count untouched
-            out.append((trig, "error", None, None))
+            out.append(_TriggerValue(trig, "error", None, None))
             steps.append(f"{trig.parent}: metric unavailable ({reason}); no fallback")
             continue
         count = failures.get(trig.parent, 0) + 1
@@ -237,22 +308,22 @@ def _read_triggers(
             f = fb.replicas_for(state.replicas)
             target_milli = trig.lag_threshold * 1000
             if trig.metric_type == "AverageValue":
-                out.append((trig, "fallback", None, target_milli * f))
+                out.append(_TriggerValue(trig, "fallback", None, target_milli * f))
                 steps.append(
                     f"{trig.parent}: failing ({reason}) {count} time(s) > failureThreshold "
                     f"{fb.failure_threshold}: KEDA reports fallback {trig.lag_threshold} × {f}"
                 )
                 continue
             if ready > 0:
-                out.append((trig, "fallback", None, (target_milli * f) // ready))
+                out.append(_TriggerValue(trig, "fallback", None, (target_milli * f) // ready))
                 steps.append(
                     f"{trig.parent}: failing {count} time(s): KEDA reports fallback "
                     f"{trig.lag_threshold} × {f} / {ready} ready pods"
                 )
                 continue
-        out.append((trig, "error", None, None))
+        out.append(_TriggerValue(trig, "error", None, None))
         steps.append(f"{trig.parent}: metric unavailable ({reason}), failure {count}")
-    return out, failures, steps
+    return tuple(out), failures, steps
 
 
 def predict_hpa(
@@ -289,247 +360,317 @@ def predict_hpa(
     >>> predict_hpa({"a": Backlog(95, 0)}, scaler=scaler, state=HpaState(9), now_s=0).replicas
     9
     """
-    cur = state.replicas
-    status = cur if state.status_replicas is None else state.status_replicas
+    status = state.replicas if state.status_replicas is None else state.status_replicas
     ready = status if state.ready_replicas is None else state.ready_replicas
-    readings_in, failures, steps = _read_triggers(observations, scaler, state, ready)
-    active = any(
-        src == "metric" and lag is not None and lag > t.activation_lag_threshold
-        for t, src, lag, _ in readings_in
+    # the stages above, one function each: 1 KEDA reads, 2 KEDA's executor, 3 the HPA
+    values, failures, steps = _read_triggers(observations, scaler, state, ready)
+    evaluation = _Evaluation(state, now_s, values, failures, _is_active(values), steps)
+    keda = _keda_executor(scaler, evaluation)
+    if keda is not None:
+        return evaluation.keda_sets(*keda)
+    return _hpa_controller(scaler, evaluation, status, ready)
+
+
+def _is_active(values: Sequence[_TriggerValue]) -> bool:
+    """KEDA's activation: some trigger's metric (not a fallback) above its activation threshold."""
+    return any(
+        v.source == "metric" and v.lag is not None and v.lag > v.trigger.activation_lag_threshold
+        for v in values
     )
-    # A trigger on fallback is still a failing scaler to KEDA's executor.
-    is_error = any(src != "metric" for _, src, _, _ in readings_in)
-    last_active = now_s if active else state.last_active_s
-    failures_t = tuple(sorted(failures.items()))
 
-    def keda_sets(new: int, reason: str) -> HpaPrediction:
-        steps.append(f"KEDA sets {new} replica(s): {reason}")
-        next_state = HpaState(
-            new,
-            recommendations=state.recommendations,
-            scale_up_events=state.scale_up_events,
-            scale_down_events=state.scale_down_events,
-            failures=failures_t,
-            last_active_s=last_active,
-        )
-        readings = tuple(
-            _reading(t, s, lag, v, None, None, failures) for t, s, lag, v in readings_in
-        )
-        return HpaPrediction(
-            new, cur, "keda", reason, active, readings, None, None, next_state, tuple(steps), now_s
-        )
 
-    min_count = scaler.min_replica_count
-    # -- KEDA's scale executor --
-    if active:
+def _keda_executor(scaler: KedaScaler, ev: _Evaluation) -> tuple[int, str] | None:
+    """KEDA's scale executor: the count it sets itself and why, or ``None`` to leave it to the HPA.
+
+    Active: from 0 to ``max(minReplicaCount, 1)``, or up to ``minReplicaCount``.
+    Inactive: to 0 when ``minReplicaCount`` is 0 and the cooldown has passed since
+    the last activity (``lastActive + cooldownPeriod < now``; never active counts as
+    passed), up to ``minReplicaCount`` when below it — but never while a trigger
+    errors (or is on fallback) and the fallback's ``replicas`` is not 0.
+
+    Worked example: ``minReplicaCount`` 0, cooldown 300 s, last active at 1000, no
+    trigger active: at 1200 KEDA does not act (cooling down until 1300); at 1301 it sets 0.
+    """
+    cur, min_count = ev.current, scaler.min_replica_count
+    if ev.active:
         if cur == 0:
-            return keda_sets(max(min_count, 1), "activated from 0 (a trigger is active)")
+            return max(min_count, 1), "activated from 0 (a trigger is active)"
         if cur < min_count:
-            return keda_sets(min_count, "below minReplicaCount while active")
-    else:
-        fb = scaler.fallback
-        if is_error and fb is not None and fb.replicas != 0:
-            steps.append("KEDA: no trigger active, one errors, fallback set: KEDA leaves it")
-        elif cur > 0 and min_count == 0:
-            cooled = (
-                state.last_active_s is None
-                or state.last_active_s + scaler.cooldown_period_s < now_s
-            )
-            if cooled:
-                return keda_sets(0, "no trigger active and the cooldown has passed")
-            steps.append(
-                f"KEDA: inactive, cooling down until {state.last_active_s} + "
-                f"{scaler.cooldown_period_s} s"
-            )
-        elif cur < min_count:
-            return keda_sets(min_count, "below minReplicaCount")
+            return min_count, "below minReplicaCount while active"
+        return None
+    # A trigger on fallback is still a failing scaler to KEDA's executor.
+    is_error = any(v.source != "metric" for v in ev.values)
+    fb = scaler.fallback
+    last_active_s = ev.state.last_active_s
+    if is_error and fb is not None and fb.replicas != 0:
+        ev.steps.append("KEDA: no trigger active, one errors, fallback set: KEDA leaves it")
+    elif cur > 0 and min_count == 0:
+        if last_active_s is None or last_active_s + scaler.cooldown_period_s < ev.now_s:
+            return 0, "no trigger active and the cooldown has passed"
+        ev.steps.append(
+            f"KEDA: inactive, cooling down until {last_active_s} + {scaler.cooldown_period_s} s"
+        )
+    elif cur < min_count:
+        return min_count, "below minReplicaCount"
+    return None
 
-    # -- the HPA controller --
-    recommendations = list(state.recommendations) or [Recommendation(now_s, cur)]
-    up_events = list(state.scale_up_events)
-    down_events = list(state.scale_down_events)
-    hpa_min, hpa_max = scaler.hpa_min_replicas, scaler.max_replica_count
-    behavior = scaler.behavior
+
+def _hpa_controller(scaler: KedaScaler, ev: _Evaluation, status: int, ready: int) -> HpaPrediction:
+    """``reconcileAutoscaler``: the HPA's count from the triggers' values, and why.
+
+    In order: each trigger's proposal (:func:`_replicas_for_metric`); a target
+    at 0 (scaling disabled) or outside ``[minReplicas, maxReplicas]`` (set to the
+    bound); the max over proposals (:func:`_metric_replicas`), unless failed
+    metrics hold the count (:func:`_held_by_failed_metrics`); then stabilisation
+    and limits (:func:`_normalize_legacy` without a ``behavior``,
+    :func:`_normalize_with_behaviors` with one). A change is remembered for
+    the rate policies (:func:`_store_event`).
+    """
+    cur, now_s, behavior = ev.current, ev.now_s, scaler.behavior
+    recommendations = list(ev.state.recommendations) or [Recommendation(now_s, cur)]
+    ups, downs = list(ev.state.scale_up_events), list(ev.state.scale_down_events)
+    tolerances = _tolerances(scaler)
+    readings = [_replicas_for_metric(v, cur, status, ready, tolerances, ev) for v in ev.values]
+
+    bounded = _range_bound(cur, scaler.hpa_min_replicas, scaler.max_replica_count, ev.steps)
+    if bounded is not None:
+        new, who, why = bounded
+        ups, downs = _store_event(behavior, ups, downs, cur, new, now_s)
+        return ev.prediction(new, who, why, readings, None, None, (recommendations, ups, downs))
+
+    metric_replicas = _metric_replicas(readings)
+    if metric_replicas is None:
+        ev.steps.append("HPA: every metric failed: no scaling (ScalingActive=False)")
+    if metric_replicas is None or _held_by_failed_metrics(readings, metric_replicas, cur, ev.steps):
+        memory = (recommendations, ups, downs)
+        reason = "FailedGetExternalMetric"
+        return ev.prediction(cur, "none", reason, readings, metric_replicas, None, memory)
+    ev.steps.append(f"HPA: max over metrics = {metric_replicas}")
+
     if behavior is None:
-        tol_up = tol_down = float(scaler.tolerance)
+        normalized = _normalize_legacy(scaler, recommendations, metric_replicas, ev)
     else:
-        up_rules, down_rules = behavior.resolved()
-        tol_up = float(up_rules.tolerance if up_rules.tolerance is not None else scaler.tolerance)
-        tol_down = float(
-            down_rules.tolerance if down_rules.tolerance is not None else scaler.tolerance
+        normalized = _normalize_with_behaviors(
+            scaler, behavior, recommendations, metric_replicas, ev, ups, downs
         )
+    final = normalized.replicas
+    if final != cur:
+        ups, downs = _store_event(behavior, ups, downs, cur, final, now_s)
+        ev.steps.append(f"HPA sets {final} replica(s)")
+        actor: Actor = "hpa"
+    else:
+        ev.steps.append(f"HPA keeps {cur} replica(s)")
+        actor = "none"
+    memory = (normalized.recommendations, ups, downs)
+    return ev.prediction(
+        final, actor, normalized.reason, readings, metric_replicas, normalized.stabilized, memory
+    )
 
-    readings: list[TriggerReading] = []
-    for trig, src, lag, value in readings_in:
-        if value is None:
-            readings.append(_reading(trig, src, lag, None, None, None, failures))
-            continue
-        target_milli = trig.lag_threshold * 1000
-        if trig.metric_type == "AverageValue":
-            denominator = float(target_milli) * float(status)
-            if denominator:
-                ratio = float(value) / denominator
-            else:
-                ratio = math.inf if value > 0 else math.nan
+
+def _tolerances(scaler: KedaScaler) -> tuple[float, float]:
+    """``(down, up)``: the HPA's tolerance each way (a ``behavior``'s own, else the scaler's)."""
+    if scaler.behavior is None:
+        return float(scaler.tolerance), float(scaler.tolerance)
+    up_rules, down_rules = scaler.behavior.resolved()
+    tol_up = up_rules.tolerance if up_rules.tolerance is not None else scaler.tolerance
+    tol_down = down_rules.tolerance if down_rules.tolerance is not None else scaler.tolerance
+    return float(tol_down), float(tol_up)
+
+
+def _replicas_for_metric(
+    v: _TriggerValue,
+    cur: int,
+    status: int,
+    ready: int,
+    tolerances: tuple[float, float],
+    ev: _Evaluation,
+) -> TriggerReading:
+    """One trigger's proposal, as the HPA's replica calculator computes it:
+    ``GetExternalPerPodMetricReplicas`` (AverageValue) or ``GetExternalMetricReplicas`` (Value).
+
+    AverageValue: ``ratio = value / (threshold × status.replicas)``; within
+    ``1 ± tolerance`` it keeps ``status.replicas``, else ``ceil(value / threshold)``.
+    Value: ``ratio = value / threshold``; within tolerance it keeps the current
+    count, else ``ceil(ratio × ready)`` (at 0 replicas, ``ceil(ratio)``).
+
+    Worked example: lag 95 on a threshold of 10 at 9 pods (AverageValue):
+    ratio 95 / 90 = 1.056, within 1 ± 0.1: keeps 9 (not ``ceil(9.5)`` = 10).
+    """
+    trig, src, lag, value = v
+    if value is None:
+        return _reading(trig, src, lag, None, None, None, ev.failures)
+    tol_down, tol_up = tolerances
+    target_milli = trig.lag_threshold * 1000
+    if trig.metric_type == "AverageValue":
+        ratio = _ratio(value, float(target_milli) * float(status))
+        within = _within(ratio, tol_down, tol_up)
+        proposal = status if within else _ceil_int32(float(value) / float(target_milli))
+        per = f"({trig.lag_threshold} × {status})"
+    else:
+        ratio = float(value) / float(target_milli)
+        if cur != 0:
             within = _within(ratio, tol_down, tol_up)
-            proposal = status if within else _ceil_int32(float(value) / float(target_milli))
+            proposal = cur if within else _ceil_int32(ratio * float(ready))
         else:
-            ratio = float(value) / float(target_milli)
-            if cur != 0:
-                within = _within(ratio, tol_down, tol_up)
-                proposal = cur if within else _ceil_int32(ratio * float(ready))
-            else:
-                within = False
-                proposal = _ceil_int32(ratio)
-        readings.append(_reading(trig, src, lag, value, proposal, (ratio, within), failures))
-        per = (
-            f"({trig.lag_threshold} × {status})"
-            if trig.metric_type == "AverageValue"
-            else (str(trig.lag_threshold))
-        )
-        steps.append(
-            f"HPA: {trig.parent} {value / 1000:g} / {per} = {fmt_ratio(ratio)}"
-            + (f", within 1 ± tolerance: keeps {proposal}" if within else f" → proposes {proposal}")
-        )
+            within = False
+            proposal = _ceil_int32(ratio)
+        per = str(trig.lag_threshold)
+    ev.steps.append(
+        f"HPA: {trig.parent} {value / 1000:g} / {per} = {fmt_ratio(ratio)}"
+        + (f", within 1 ± tolerance: keeps {proposal}" if within else f" → proposes {proposal}")
+    )
+    return _reading(trig, src, lag, value, proposal, (ratio, within), ev.failures)
 
-    def hpa_result(
-        new: int,
-        actor: Actor,
-        reason: str,
-        metric: int | None,
-        stabilized: int | None,
-        recs: Sequence[Recommendation],
-        ups: Sequence[ScaleEvent],
-        downs: Sequence[ScaleEvent],
-    ) -> HpaPrediction:
-        next_state = HpaState(
-            new,
-            recommendations=tuple(recs),
-            scale_up_events=tuple(ups),
-            scale_down_events=tuple(downs),
-            failures=failures_t,
-            last_active_s=last_active,
-        )
-        return HpaPrediction(
-            new,
-            cur,
-            actor,
-            reason,
-            active,
-            tuple(readings),
-            metric,
-            stabilized,
-            next_state,
-            tuple(steps),
-            now_s,
-        )
 
+def _ratio(value: int, denominator: float) -> float:
+    """``value / denominator``; over no pods (0), infinite for a positive value, NaN for 0."""
+    if denominator:
+        return float(value) / denominator
+    return math.inf if value > 0 else math.nan
+
+
+def _range_bound(
+    cur: int, hpa_min: int, hpa_max: int, steps: list[str]
+) -> tuple[int, Actor, str] | None:
+    """Before any metric: a target at 0 is left alone (``ScalingDisabled``); one outside
+    ``[minReplicas, maxReplicas]`` is set to the bound. ``None``: within the range."""
     if cur == 0:
         steps.append("HPA: scaling is disabled since the replica count of the target is zero")
-        return hpa_result(
-            0, "none", "ScalingDisabled", None, None, recommendations, up_events, down_events
-        )
+        return 0, "none", "ScalingDisabled"
     if cur > hpa_max:
         steps.append(f"HPA: current {cur} above maxReplicas {hpa_max}: set to {hpa_max}")
-        ups, downs = _store_event(behavior, up_events, down_events, cur, hpa_max, now_s)
-        return hpa_result(
-            hpa_max, "hpa", "TooManyReplicas", None, None, recommendations, ups, downs
-        )
+        return hpa_max, "hpa", "TooManyReplicas"
     if cur < hpa_min:
         steps.append(f"HPA: current {cur} below minReplicas {hpa_min}: set to {hpa_min}")
-        ups, downs = _store_event(behavior, up_events, down_events, cur, hpa_min, now_s)
-        return hpa_result(hpa_min, "hpa", "TooFewReplicas", None, None, recommendations, ups, downs)
+        return hpa_min, "hpa", "TooFewReplicas"
+    return None
 
+
+def _metric_replicas(readings: Sequence[TriggerReading]) -> int | None:
+    """The largest proposal of the triggers that gave one (``None``: every metric failed).
+
+    As ``computeReplicasForMetrics`` takes it: the first proposal, then any larger one.
+    """
     valid = [r.proposal for r in readings if r.proposal is not None]
-    invalid = len(readings) - len(valid)
+    if not valid:
+        return None
     metric_replicas = 0
     for p in valid:
         if metric_replicas == 0 or p > metric_replicas:
             metric_replicas = p
-    if invalid >= len(readings):
-        steps.append("HPA: every metric failed: no scaling (ScalingActive=False)")
-        return hpa_result(
-            cur,
-            "none",
-            "FailedGetExternalMetric",
-            None,
-            None,
-            recommendations,
-            up_events,
-            down_events,
-        )
+    return metric_replicas
+
+
+def _held_by_failed_metrics(
+    readings: Sequence[TriggerReading], metric_replicas: int, cur: int, steps: list[str]
+) -> bool:
+    """The partial-failure rule: with a failed metric, the others may scale up, never down.
+
+    Worked example: trigger ``a`` proposes 3, trigger ``b`` failed, at 5 replicas:
+    the HPA keeps 5 (``FailedGetExternalMetric``); had ``a`` proposed 7, it would go on
+    with 7 to stabilisation and limits.
+    """
+    invalid = sum(1 for r in readings if r.proposal is None)
     if invalid > 0 and metric_replicas < cur:
         steps.append(
             f"HPA: {invalid} metric(s) failed and the others propose {metric_replicas} < "
             f"{cur}: scale-down skipped"
         )
-        return hpa_result(
-            cur,
-            "none",
-            "FailedGetExternalMetric",
-            metric_replicas,
-            None,
-            recommendations,
-            up_events,
-            down_events,
-        )
-    desired = metric_replicas
-    steps.append(f"HPA: max over metrics = {desired}")
+        return True
+    return False
 
-    if behavior is None:
-        stabilized, recommendations = _stabilize_legacy(
-            recommendations, desired, now_s, scaler.downscale_stabilization_s
+
+class _Normalized(NamedTuple):
+    """The count after stabilisation and limits, why, and the recommendations to remember."""
+
+    stabilized: int
+    replicas: int
+    reason: str
+    recommendations: list[Recommendation]
+
+
+def _normalize_legacy(
+    scaler: KedaScaler,
+    recommendations: list[Recommendation],
+    desired: int,
+    ev: _Evaluation,
+) -> _Normalized:
+    """``normalizeDesiredReplicas`` (no ``behavior``): stabilise downwards, then limit.
+
+    The highest recommendation of the last ``downscale_stabilization_s`` (300 s)
+    holds; then ``[max(minReplicas, 1), min(maxReplicas, max(2 × current, 4))]``.
+    Worked example: at 3 replicas the metrics ask 20 and ``maxReplicas`` is 10:
+    the limit is ``max(2 × 3, 4)`` = 6 (``ScaleUpLimit``).
+    """
+    cur, hpa_min, hpa_max = ev.current, scaler.hpa_min_replicas, scaler.max_replica_count
+    window_s = scaler.downscale_stabilization_s
+    stabilized, recommendations = _stabilize_legacy(recommendations, desired, ev.now_s, window_s)
+    limit_up = max(2 * cur, 4)
+    allowed_max = min(hpa_max, limit_up)
+    final = min(max(stabilized, hpa_min), allowed_max)
+    reason = "DesiredWithinRange"
+    if stabilized != desired:
+        reason = "ScaleDownStabilized"
+        ev.steps.append(
+            f"HPA: the highest recommendation of the last {window_s} s "
+            f"is {stabilized}: holds {stabilized}"
         )
-        limit_up = max(2 * cur, 4)
-        allowed_max = min(hpa_max, limit_up)
-        final = min(max(stabilized, hpa_min), allowed_max)
-        reason = "DesiredWithinRange"
-        if stabilized != desired:
-            reason = "ScaleDownStabilized"
-            steps.append(
-                f"HPA: the highest recommendation of the last {scaler.downscale_stabilization_s} s "
-                f"is {stabilized}: holds {stabilized}"
-            )
-        if final != stabilized:  # convertDesiredReplicasWithRules
-            if stabilized < hpa_min:
-                reason = "TooFewReplicas"
-            elif limit_up < hpa_max:
-                reason = "ScaleUpLimit"
-            else:
-                reason = "TooManyReplicas"
-            steps.append(f"HPA: limited to {final} (min {hpa_min}, max {allowed_max}: {reason})")
-    else:
-        up_rules, down_rules = behavior.resolved()
-        down_window = (
-            down_rules.stabilization_window_s
-            if down_rules.stabilization_window_s is not None
-            else scaler.downscale_stabilization_s
-        )
-        up_window = up_rules.stabilization_window_s or 0
-        stabilized, recommendations = _stabilize_behaviors(
-            recommendations, desired, cur, now_s, up_window, down_window
-        )
-        if stabilized != desired:
-            reason = "ScaleUpStabilized" if desired >= cur else "ScaleDownStabilized"
-            steps.append(f"HPA: stabilisation windows hold {stabilized}")
+    if final != stabilized:  # convertDesiredReplicasWithRules
+        if stabilized < hpa_min:
+            reason = "TooFewReplicas"
+        elif limit_up < hpa_max:
+            reason = "ScaleUpLimit"
         else:
-            reason = "DesiredWithinRange"
-        final, limit_reason = _rate_limited(
-            stabilized, cur, hpa_min, hpa_max, up_rules, down_rules, up_events, down_events, now_s
-        )
-        if final != stabilized:
-            reason = limit_reason
-            steps.append(f"HPA: rate/limits allow {final} ({limit_reason})")
-    if final != cur:
-        up_events, down_events = _store_event(behavior, up_events, down_events, cur, final, now_s)
-        steps.append(f"HPA sets {final} replica(s)")
-        actor: Actor = "hpa"
-    else:
-        steps.append(f"HPA keeps {cur} replica(s)")
-        actor = "none"
-    return hpa_result(
-        final, actor, reason, metric_replicas, stabilized, recommendations, up_events, down_events
+            reason = "TooManyReplicas"
+        ev.steps.append(f"HPA: limited to {final} (min {hpa_min}, max {allowed_max}: {reason})")
+    return _Normalized(stabilized, final, reason, recommendations)
+
+
+def _normalize_with_behaviors(
+    scaler: KedaScaler,
+    behavior: HpaBehavior,
+    recommendations: list[Recommendation],
+    desired: int,
+    ev: _Evaluation,
+    ups: Sequence[ScaleEvent],
+    downs: Sequence[ScaleEvent],
+) -> _Normalized:
+    """``normalizeDesiredReplicasWithBehaviors``: the up/down stabilisation windows
+    (:func:`_stabilize_behaviors`), then the rate policies and min/max (:func:`_rate_limited`).
+
+    The down window defaults to ``downscale_stabilization_s``, the up window to 0.
+    """
+    cur = ev.current
+    up_rules, down_rules = behavior.resolved()
+    down_window = (
+        down_rules.stabilization_window_s
+        if down_rules.stabilization_window_s is not None
+        else scaler.downscale_stabilization_s
     )
+    up_window = up_rules.stabilization_window_s or 0
+    stabilized, recommendations = _stabilize_behaviors(
+        recommendations, desired, cur, ev.now_s, up_window, down_window
+    )
+    if stabilized != desired:
+        reason = "ScaleUpStabilized" if desired >= cur else "ScaleDownStabilized"
+        ev.steps.append(f"HPA: stabilisation windows hold {stabilized}")
+    else:
+        reason = "DesiredWithinRange"
+    final, limit_reason = _rate_limited(
+        stabilized,
+        cur,
+        scaler.hpa_min_replicas,
+        scaler.max_replica_count,
+        up_rules,
+        down_rules,
+        ups,
+        downs,
+        ev.now_s,
+    )
+    if final != stabilized:
+        reason = limit_reason
+        ev.steps.append(f"HPA: rate/limits allow {final} ({limit_reason})")
+    return _Normalized(stabilized, final, reason, recommendations)
 
 
 def fmt_ratio(ratio: float | None) -> str:

@@ -8,6 +8,7 @@ and controllers. Skipped when the binaries are absent.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,8 +106,35 @@ def test_plan_kube_with_rbac_refusals(
         delete_quietly(admin, "/apis/rbac.authorization.k8s.io/v1/clusterroles/vf-test-nodes-only")
 
 
+#: A default StorageClass: the in-cluster broker's claim names no class, and vf deploy's
+#: preflight refuses a claim that would stay Pending (storage-no-default-class). Nothing
+#: provisions it here (no controller, no kubelet): the pods are never started anyway.
+DEFAULT_CLASS = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {
+        "name": "vf-test-default",
+        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+    },
+    "provisioner": "example.com/none",
+}
+
+
+@pytest.fixture
+def default_storage_class(admin: Any) -> Iterator[str]:
+    create(admin, "/apis/storage.k8s.io/v1/storageclasses", DEFAULT_CLASS)
+    try:
+        yield DEFAULT_CLASS["metadata"]["name"]
+    finally:
+        delete_quietly(admin, "/apis/storage.k8s.io/v1/storageclasses/vf-test-default")
+
+
 def test_deploy_applies_idempotently_then_teardown_removes_the_run(
-    control_plane: ControlPlane, admin: Any, gpu_nodes: list[str], workdir: Path
+    control_plane: ControlPlane,
+    admin: Any,
+    gpu_nodes: list[str],
+    workdir: Path,
+    default_storage_class: str,
 ) -> None:
     flow = flow_file(workdir, "envdeploy", gpus=1)
     kubeconfig = control_plane.admin_kubeconfig

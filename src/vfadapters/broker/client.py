@@ -356,8 +356,10 @@ async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
         elif info.get("error"):
             raise BrokerError(
                 "broker-refused",
-                f"stream {config['name']}: {info['error'].get('description')}",
-                "is JetStream enabled on the server (nats-server -js)?",
+                f"stream {config['name']}: {info['error'].get('description')} "
+                f"(err_code {info['error'].get('err_code')})",
+                "is JetStream enabled on the server (nats-server -js)? A cluster answers "
+                "'temporarily unavailable' while it has no leader",
             )
     for consumer in topo.consumers:
         info = await api_request(nc, f"$JS.API.CONSUMER.INFO.{consumer.stream}.{consumer.name}")

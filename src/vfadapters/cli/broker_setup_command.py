@@ -114,7 +114,10 @@ def _unavailable(exc: BaseException) -> bool:
 
     if isinstance(exc, TimeoutError | nats.errors.TimeoutError | concurrent.futures.TimeoutError):
         return True
-    return getattr(exc, "rule", None) == "broker-refused" and "err_code 10008" in str(exc)
+    said = str(exc)
+    return getattr(exc, "rule", None) == "broker-refused" and (
+        "err_code 10008" in said or "temporarily unavailable" in said
+    )
 
 
 def _ensure_run_key(explicit: str | None, url: str, bucket: str) -> str:

@@ -189,10 +189,18 @@ def test_a_clustered_broker_needs_a_host_per_server_before_anything_is_applied(
         assert applies(server) == []
         for name in ("cpu-2", "cpu-3"):
             server.put("v1/nodes", None, gpu_node(name, 0))
-        fits = run_vf(
-            *base, "--kubeconfig", kubeconfig, "--broker-replicas", "3", "--dry-run", "server"
-        )
+        server.call(lambda h: setattr(h, "spawn_bound_pods_on", "cpu-1"))
+        server.call(lambda h: setattr(h, "ready_workloads", True))
+        fits = run_vf(*base, "--kubeconfig", kubeconfig, "--broker-replicas", "3")
         assert fits.returncode == 0, fits.stderr
-        assert "broker" not in fits.stderr.split("preflight: fits", 1)[-1].split("\n")[0]
+        assert "preflight-broker-hosts" not in fits.stderr
+        # a run's broker keeps its size: another --broker-replicas is refused before applying
+        before = len(applies(server))
+        resized = run_vf(*base, "--kubeconfig", kubeconfig)
+        assert resized.returncode == 2, resized.stderr
+        assert "error: redeploy-broker-size" in resized.stderr
+        assert "has 3 server(s) and this deploy asks 1" in resized.stderr
+        assert "--broker-replicas 3" in resized.stderr
+        assert len(applies(server)) == before
     finally:
         server.stop()

@@ -458,6 +458,19 @@ def _redeploy_and_storage(
                 "  (objects no longer rendered are left in place; `vf teardown` removes the "
                 "whole run)\n"
             )
+        from vfcore.runtime import broker_size_change
+
+        resized = broker_size_change(objects, existing)
+        if resized is not None:
+            return PreflightRefusal(
+                "redeploy-broker-size",
+                f"run {run_id}'s in-cluster broker has {resized[0]} server(s) and this deploy "
+                f"asks {resized[1]} (--broker-replicas): a run's broker keeps its size (its "
+                "streams' replicas and the routes in its immutable Secret are fixed when it "
+                "starts)",
+                f"deploy with --broker-replicas {resized[0]}, or deploy the new size as a new "
+                f"run (--run ID), or remove this one first (`{teardown_command(args, run_id)}`)",
+            ), objects
         refusal = redeploy_refusal(changes, args, run_id)
         if refusal is not None:
             return refusal, objects

@@ -24,7 +24,7 @@ from vfcore.runtime.broker_auth import (
     render_authorization,
     run_roles,
 )
-from vfcore.runtime.broker_hosting import BrokerHosts, broker_hosts
+from vfcore.runtime.broker_hosting import BrokerHosts, broker_hosts, broker_size_change
 from vfcore.runtime.devices import (
     GPU_POLICIES,
     DeviceAssignment,
@@ -101,6 +101,7 @@ __all__ = [
     "assign_devices",
     "broker_hosts",
     "broker_permissions",
+    "broker_size_change",
     "broker_topology",
     "check_run_id",
     "inbox_prefix",

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from vfcore.cluster import NodeState, Toleration
 
-__all__ = ["BrokerHosts", "broker_hosts"]
+__all__ = ["BrokerHosts", "broker_hosts", "broker_size_change"]
 
 Verdict = Literal["fits", "does-not-fit", "unknown"]
 
@@ -158,3 +158,34 @@ def broker_hosts(
             tuple(excluded),
         )
     return None
+
+
+def _broker_replicas(objects: Iterable[Mapping[str, Any]]) -> int | None:
+    for obj in objects:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if obj.get("kind") == "StatefulSet" and labels.get("app.kubernetes.io/component") == (
+            "broker"
+        ):
+            return int((obj.get("spec") or {}).get("replicas") or 1)
+    return None
+
+
+def broker_size_change(
+    objects: Iterable[Mapping[str, Any]], existing: Iterable[Mapping[str, Any]]
+) -> tuple[int, int] | None:
+    """``(servers now, servers asked)`` when a redeploy would change the size of the run's
+    in-cluster broker, else ``None``.
+
+    A run's broker keeps its size: its streams were created with as many replicas as
+    it had servers for, and its configuration (the routes, in the run's immutable
+    Secret) names every server.
+
+    >>> sts = lambda n: {"kind": "StatefulSet", "metadata": {"labels":
+    ...     {"app.kubernetes.io/component": "broker"}}, "spec": {"replicas": n}}
+    >>> broker_size_change([sts(3)], [sts(1)]), broker_size_change([sts(3)], [sts(3)])
+    ((1, 3), None)
+    """
+    asked, now = _broker_replicas(objects), _broker_replicas(existing)
+    if asked is None or now is None or asked == now:
+        return None
+    return now, asked

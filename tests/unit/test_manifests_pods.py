@@ -318,3 +318,28 @@ def test_what_a_missing_reference_means(
     found = check_references((ref,), {(kind, "x"): state}, "video")
     assert [f"{p.id}:{p.severity}" for p in found] == ([expected] if expected else [])
     assert check_references((ref,), {}, "video")[0].id == "reference-unknown"  # never "exists"
+
+
+@pytest.mark.parametrize(
+    ("modes", "keda", "expected"),
+    [
+        (["ReadWriteOnce"], False, []),
+        (["ReadWriteOnce"], True, ["claim-access-mode:warning"]),
+        (["ReadWriteOncePod"], False, []),
+        (["ReadWriteOncePod"], True, ["claim-access-mode:error"]),
+        (["ReadWriteMany"], True, []),
+    ],
+    ids=["RWO fixed", "RWO scaled: may spread", "RWOP fixed", "RWOP scaled: a second pod",
+         "RWX scaled"],
+)  # fmt: skip
+def test_a_node_keda_scales_may_outgrow_the_plans_hosts(
+    modes: list[str], keda: bool, expected: list[str]
+) -> None:
+    objs = render(
+        PIPE_RT, opts(keda=keda, broker_url=BROKER, volumes=(parse_volume("pvc", "one=data:/d"),))
+    )
+    assert any(o["kind"] == "ScaledObject" for o in objs) is keda
+    found = check_claims(claim_uses(objs), _claims(("data", modes, "Bound")), HOSTS)
+    assert [f"{p.id}:{p.severity}" for p in found] == expected
+    if expected:
+        assert "KEDA may add replicas of one" in found[0].message

@@ -16,7 +16,8 @@ way a plan's problems are (an error is refused before anything is applied):
 | it names a class the cluster does not have | ``storage-class-missing`` (error) |
 | its class provisions nothing (``kubernetes.io/no-provisioner``) and no Available volume of that class fits | ``storage-class-no-volume`` (error) |
 | a claim to mount does not exist in the namespace | ``claim-not-found`` (error) |
-| a ``ReadWriteOnce`` claim mounted by pods the plan puts on several nodes; a ``ReadWriteOncePod`` claim mounted by several pods | ``claim-access-mode`` (error) |
+| a ``ReadWriteOnce`` claim mounted by pods the plan puts on several nodes; a ``ReadWriteOncePod`` claim mounted by several pods, or by a node KEDA scales | ``claim-access-mode`` (error) |
+| a ``ReadWriteOnce`` claim mounted by a node KEDA scales (replicas beyond the plan's may land on other hosts) | ``claim-access-mode`` (warning) |
 | a ``ReadOnlyMany`` claim mounted read-write | ``claim-read-only`` (error) |
 | a claim (made or mounted) that exists and is not Bound | ``claim-pending`` (warning) |
 | a listing that could not be read | ``storage-unknown`` (warning): unknown, never "binds" |
@@ -72,6 +73,8 @@ class ClaimUse:
     node: str | None = None  # the flow node whose pods mount it
     read_only: bool = False
     fix: str = ""  # how the user picks another class or claim (a flag)
+    #: KEDA may add replicas of ``node`` beyond the plan's (a ScaledObject targets it)
+    scaled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +100,12 @@ def _size(value: object) -> Fraction | None:
 
 def claim_uses(objects: Iterable[Mapping[str, Any]]) -> tuple[ClaimUse, ...]:
     """Every claim the rendered ``objects`` make or mount, in render order."""
+    objects = tuple(objects)
+    targets = {
+        str(_mapping(_mapping(o.get("spec")).get("scaleTargetRef")).get("name"))
+        for o in objects
+        if o.get("kind") == "ScaledObject"
+    }
     out: list[ClaimUse] = []
     for obj in objects:
         kind = obj.get("kind")
@@ -158,6 +167,7 @@ def claim_uses(objects: Iterable[Mapping[str, Any]]) -> tuple[ClaimUse, ...]:
                     node=node,
                     read_only=read_only,
                     fix="--mount-pvc CLAIM:PATH",
+                    scaled=name in targets,
                 )
             )
     return tuple(out)
@@ -312,6 +322,25 @@ def _mounted(
                 "use a ReadWriteMany (or, read-only, ReadOnlyMany) claim; or mount it in one "
                 "node's pods only (--mount-pvc NODE=CLAIM:PATH) with pods that share one host; "
                 "or fewer replicas (nb_tasks)",
+            )
+        )
+    scaled = sorted(u.node for u in users if u.scaled and u.node is not None)
+    if scaled and not modes & set(_MANY) and modes & {_ONE_NODE, _ONE_POD} and not out:
+        one_pod = _ONE_POD in modes and _ONE_NODE not in modes
+        out.append(
+            Problem(
+                "claim-access-mode",
+                "error" if one_pod else "warning",
+                subject,
+                f"claim {use.claim} is {'ReadWriteOncePod' if one_pod else 'ReadWriteOnce'}, "
+                f"and KEDA may add replicas of {', '.join(scaled)} beyond the plan's"
+                + (
+                    ": a second pod could never mount it"
+                    if one_pod
+                    else ": one it starts on another host would wait for the volume"
+                ),
+                "use a ReadWriteMany claim for an autoscaled node, or mount it only in nodes "
+                "KEDA does not scale (--mount-pvc NODE=CLAIM:PATH)",
             )
         )
     if modes == {_READ_ONLY} and not use.read_only:

@@ -37,7 +37,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from vfadapters.local import run  # noqa: E402
+from vfadapters.local import RunOptions, run  # noqa: E402
 
 N_SMALL = 200_000
 N_LARGE = 2_000
@@ -119,7 +119,7 @@ def _flow_file(tmp: Path, kind: str, n: int) -> tuple[Path, Path]:
 def _ours(tmp: Path, kind: str, n: int, target: str = "", **kw: Any) -> dict[str, Any]:
     path, out = _flow_file(tmp, kind, n)
     t0 = time.time()
-    summary = run(f"{path}{target}", progress=False, **kw)
+    summary = run(f"{path}{target}", RunOptions(progress=False, **kw))
     wall = time.time() - t0
     assert summary.status == "completed", summary.error
     doc = json.loads(out.read_text())
@@ -227,7 +227,7 @@ def bench_startup(tmp: Path, repeats: int = 5) -> None:
     firsts = []
     for _ in range(repeats):
         t0 = time.time()
-        summary = run(f"{path}:chain8", progress=False)
+        summary = run(f"{path}:chain8", RunOptions(progress=False))
         assert summary.status == "completed"
         firsts.append(json.loads(out.read_text())["first"] - t0)
     cold = firsts[0]
@@ -285,7 +285,7 @@ def bench_realtime(tmp: Path, frames: int = 300) -> None:
         "(latency: producer emit → consume)"
     )
     for label, keep in (("default (keep 1)", None), ("old (4,096 kept)", 4096)):
-        summary = run(str(path), progress=False, realtime_keep=keep)
+        summary = run(str(path), RunOptions(progress=False, realtime_keep=keep))
         assert summary.status == "completed", summary.error
         lat = summary.latency
         assert lat is not None

@@ -91,7 +91,7 @@ def _apps() -> dict[int, str]:
 
 
 def main() -> int:
-    from vfadapters.local import run
+    from vfadapters.local import RunOptions, run
     from vfadapters.local.gpus import detect_gpus
 
     gpus = detect_gpus()
@@ -116,7 +116,7 @@ def main() -> int:
 
     poller = threading.Thread(target=poll, daemon=True)
     poller.start()
-    summary = run(build(), progress=False, log_sink=watch)
+    summary = run(build(), RunOptions(progress=False, log_sink=watch))
     stop.set()
     poller.join()
     with open(OUT) as f:

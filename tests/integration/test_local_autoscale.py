@@ -1,4 +1,4 @@
-"""In-process autoscaling (``run(autoscale=True)`` / ``vf run --autoscale``).
+"""In-process autoscaling (``run(flow, RunOptions(autoscale=True))`` / ``vf run --autoscale``).
 
 A burst of slow work backs a competing node up: ``vfcore.scaling.decide_replicas``
 asks for more replicas and the executor starts them; when the backlog is gone
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.flows import read_lines, write_flow
-from vfadapters.local import run
+from vfadapters.local import RunOptions, run
 
 
 @pytest.mark.slow
@@ -43,12 +43,14 @@ def test_a_growing_backlog_adds_replicas_and_an_idle_node_retires_them(tmp_path:
     )
     summary = run(
         flow,
-        progress=False,
-        autoscale=True,
-        max_replicas=3,
-        scale_interval_s=0.2,
-        scale_target=10,
-        log_sink=lambda *a: None,
+        RunOptions(
+            progress=False,
+            autoscale=True,
+            max_replicas=3,
+            scale_interval_s=0.2,
+            scale_target=10,
+            log_sink=lambda *a: None,
+        ),
     )
     assert summary.status == "completed", summary.error
     items = read_lines(out)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.flows import VF, read_lines, write_flow
-from vfadapters.local import run
+from vfadapters.local import RunOptions, run
 from vfcore import partition_of
 
 
@@ -32,7 +32,7 @@ def test_competing_replicas_and_fan_out_deliver_every_item_exactly_once(tmp_path
         flow = Flow([sink, raw], flow_type=BATCH)
         """,
     )
-    summary = run(flow, progress=False)
+    summary = run(flow, RunOptions(progress=False))
     assert summary.status == "completed", summary.error
     items = read_lines(out)
     assert sorted(i["x"] for i in items) == list(range(8_000))
@@ -57,7 +57,7 @@ def test_partitioned_replicas_receive_only_the_keys_they_own(tmp_path: Path) -> 
         flow = Flow([sink], flow_type=BATCH)
         """,
     )
-    summary = run(flow, progress=False)
+    summary = run(flow, RunOptions(progress=False))
     assert summary.status == "completed", summary.error
     items = read_lines(out)
     assert sorted(i["x"] for i in items) == list(range(9_000))
@@ -86,7 +86,7 @@ def test_replicated_three_parent_join_partitioned_by_trace_id(tmp_path: Path) ->
         flow = Flow([sink], flow_type=BATCH)
         """,
     )
-    summary = run(flow, progress=False)
+    summary = run(flow, RunOptions(progress=False))
     assert summary.status == "completed", summary.error
     items = read_lines(out)
     assert len(items) == 6_000
@@ -127,7 +127,10 @@ def test_a_raising_node_is_retried_then_dead_lettered_and_the_run_completes(
         flow = Flow([sink], flow_type=BATCH)
         """,
     )
-    summary = run(flow, progress=False, retries=2, dead_letters=dead, log_sink=lambda *a: None)
+    summary = run(
+        flow,
+        RunOptions(progress=False, retries=2, dead_letter_path=str(dead), log_sink=lambda *a: None),
+    )
     assert summary.status == "completed", summary.error
     got = sorted(read_lines(out))
     assert got == [x for x in range(1_000) if x % 10 != 3]
@@ -257,7 +260,7 @@ def test_backpressure_keeps_memory_bounded_and_loses_nothing(tmp_path: Path) -> 
         flow = Flow([Slow(name="slow")(Blobs(name="blobs"))], flow_type=BATCH)
         """,
     )
-    summary = run(flow, progress=False, buffer_mib=4)
+    summary = run(flow, RunOptions(progress=False, buffer_mib=4))
     assert summary.status == "completed", summary.error
     got = read_lines(out)
     assert len(got) == 600 and all(n == 256 * 1024 for _, n in got)
@@ -305,11 +308,13 @@ def test_batches_larger_than_a_buffer_are_split_and_a_message_too_big_fails_clea
         flow.read_text() + "\n\ndef small():\n    return make(40, 300 * 1024)\n"
         "\n\ndef huge():\n    return make(2, 3 * 1024 * 1024)\n"
     )
-    summary = run(f"{flow}:small", progress=False, buffer_mib=1)
+    summary = run(f"{flow}:small", RunOptions(progress=False, buffer_mib=1))
     assert summary.status == "completed", summary.error
     assert read_lines(out) == [[i, 300 * 1024] for i in range(1, 41)]
 
-    summary = run(f"{flow}:huge", progress=False, buffer_mib=1, log_sink=lambda *a: None)
+    summary = run(
+        f"{flow}:huge", RunOptions(progress=False, buffer_mib=1, log_sink=lambda *a: None)
+    )
     assert summary.status == "failed"
     assert summary.error is not None
     assert "more than the 1.0 MiB buffer holds" in summary.error

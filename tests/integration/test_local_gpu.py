@@ -2,7 +2,7 @@
 
 This host has no GPU. The assignment itself is tested as a pure function in
 ``tests/unit/test_devices.py``; here real workers report the environment they
-got, for a fake inventory handed to ``run(gpu_inventory=...)`` and for this
+got, for a fake inventory handed to ``RunOptions(gpu_inventory=...)`` and for this
 host's real (empty) one. Two GPU nodes *really* sharing one card needs a GPU
 machine: ``examples/traffic/gpu_share_check.py`` is the prepared script for one
 (not run here: no GPU machine was lent to this task).
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from tests.support.flows import read_lines, write_flow
-from vfadapters.local import run
+from vfadapters.local import RunOptions, run
 from vfcore.runtime.devices import GpuDevice
 
 VF = Path(sys.executable).parent / "vf"
@@ -55,9 +55,11 @@ def test_workers_get_the_devices_assigned_on_a_fake_inventory(tmp_path: Path) ->
     warnings: list[str] = []
     summary = run(
         _gpu_flow(tmp_path, out),
-        progress=False,
-        gpu_inventory=inventory,
-        log_sink=lambda level, text: warnings.append(text),
+        RunOptions(
+            progress=False,
+            gpu_inventory=tuple(inventory),
+            log_sink=lambda level, text: warnings.append(text),
+        ),
     )
     assert summary.status == "completed", summary.error
     seen = _seen(out)

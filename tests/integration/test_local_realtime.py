@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.flows import read_lines, write_flow
-from vfadapters.local import run
+from vfadapters.local import RunOptions, run
 from vfcore import InvalidInputError
 
 
@@ -55,7 +55,7 @@ def test_a_slow_node_evicts_the_oldest_and_counts_produced_minus_delivered(
         """,
     )
     t0 = time.monotonic()
-    summary = run(flow, progress=False, buffer_messages=32)
+    summary = run(flow, RunOptions(progress=False, buffer_messages=32))
     assert summary.status == "completed", summary.error
     assert time.monotonic() - t0 < 20
     (producer_s,) = read_lines(timing)
@@ -98,7 +98,7 @@ def test_a_realtime_join_drops_halves_that_time_out_and_counts_them(tmp_path: Pa
     # about join timeouts, not freshness: buffers deep enough that nothing is evicted
     # (with the freshest one kept, what src emits while the join's workers still
     # start, or while a loaded machine stalls them, is evicted, as REALTIME should)
-    summary = run(flow, progress=False, realtime_keep=4096)
+    summary = run(flow, RunOptions(progress=False, realtime_keep=4096))
     assert summary.status == "completed", summary.error
     pairs = read_lines(out)
     assert sorted(r for _, r in pairs) == [x for x in range(500) if x % 5]
@@ -155,7 +155,7 @@ sink = Record({str(out)!r}, name="sink")(Slow(name="slow")(src))
 flow = Flow([sink], flow_type=REALTIME)
 """,
     )
-    summary = run(flow, progress=False)
+    summary = run(flow, RunOptions(progress=False))
     assert summary.status == "completed", summary.error
     produced = summary.nodes["camera"].processed
     delivered = read_lines(out)
@@ -221,7 +221,7 @@ def test_the_realtime_keep_knob_sets_how_many_wait(tmp_path: Path) -> None:
         folder = tmp_path / f"keep-{keep}"
         folder.mkdir()
         flow, out = _blocked_flow(folder, 400)
-        summary = run(flow, progress=False, realtime_keep=keep)
+        summary = run(flow, RunOptions(progress=False, realtime_keep=keep))
         assert summary.status == "completed", summary.error
         delivered = read_lines(out)
         edge = next(e for e in summary.edges if e.child == "hold")
@@ -250,7 +250,9 @@ sink = Record({str(out)!r}, name="sink")(Tag("t", name="tag")(Numbers(300, name=
 flow = Flow([sink], flow_type=BATCH)
 """,
     )
-    summary = run(flow, progress=False, realtime_keep=1)  # REALTIME only: no effect here
+    summary = run(
+        flow, RunOptions(progress=False, realtime_keep=1)
+    )  # REALTIME only: no effect here
     assert summary.status == "completed", summary.error
     assert len(read_lines(out)) == 300
     assert summary.evicted == 0
@@ -265,5 +267,5 @@ def test_an_invalid_realtime_keep_is_refused_before_anything_starts(
 ) -> None:
     flow = write_flow(tmp_path, "flow = Flow([Record('x', name='sink')(Numbers(1, name='src'))])")
     with pytest.raises(InvalidInputError) as info:
-        run(flow, progress=False, realtime_keep=keep)  # type: ignore[arg-type]
+        run(flow, RunOptions(progress=False, realtime_keep=keep))  # type: ignore[arg-type]
     assert info.value.rule == "realtime-keep-out-of-range"

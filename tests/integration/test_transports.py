@@ -52,7 +52,14 @@ def run_on(
     ack_wait_s: float = 30.0,
 ) -> RunSummary:
     if transport == "local":
-        return run(flow, progress=False, retries=retries, dead_letters=dead_letters)
+        return run(
+            flow,
+            RunOptions(
+                progress=False,
+                retries=retries,
+                dead_letter_path=None if dead_letters is None else str(dead_letters),
+            ),
+        )
     server: NatsServer = request.getfixturevalue("nats_server")
     opts = RunOptions(
         progress=False,

@@ -189,16 +189,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from vfadapters.runtime.supervisor import install_forkserver
 
         install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
-    from vfadapters.local import GpuRefusedError, run
+    from vfadapters.local import GpuRefusedError, RunOptions, run
 
     try:
         if args.broker is not None:
             return _finish(_run_on_broker(args), args)
-        summary = run(
-            args.flow,
+        options = RunOptions(
             drain_timeout_s=args.drain_timeout,
             retries=args.retries,
-            dead_letters=args.dead_letters,
+            dead_letter_path=args.dead_letters,
             gpu_policy=args.gpu_policy,
             autoscale=args.autoscale,
             gpu_autoscaling=args.gpu_autoscaling,
@@ -212,6 +211,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             start_method=args.start_method,
             stall_warning_s=args.stall_warning,
         )
+        summary = run(args.flow, options)
     except GpuRefusedError as exc:
         report_error(exc.rule, exc.message, exc.hint, as_json=args.json)
         return EXIT_STRICT

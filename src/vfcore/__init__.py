@@ -65,7 +65,7 @@ from vfcore.placement.packing import (
     check_placement,
     pack,
 )
-from vfcore.placement.plan import NodeUsage, Plan, plan, plan_pods
+from vfcore.placement.plan import NodeUsage, Plan, PlanOptions, plan, plan_pods
 from vfcore.quantity import parse_quantity
 from vfcore.routing import Dropped, Group, JoinAssembler, JoinOutput, Message
 from vfcore.routing.partition import (
@@ -132,6 +132,7 @@ __all__ = [
     "PhysicalName",
     "Placement",
     "Plan",
+    "PlanOptions",
     "PodClaim",
     "PodRequest",
     "Problem",

@@ -1,7 +1,7 @@
 """Placement: where a flow's pods go on a cluster, and whether kube-scheduler puts them there.
 
 This package is the face the adapters and users import placement from
-(``from vfcore.placement import plan, SchedulingFacts``): every name below is
+(``from vfcore.placement import plan, PlanOptions, SchedulingFacts``): every name below is
 public, whatever module defines it, so the modules can be reorganised without
 breaking a caller. Each name loads, on first use, only the module that defines
 it: :mod:`vfcore.placement.scheduler` (the kube-scheduler model and its remedy)
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 # attribute named after a submodule is rebound to the module when it loads
 # (``import vfcore`` loads both anyway)
 from vfcore.placement.explain import Explanation, explain
-from vfcore.placement.plan import NodeUsage, Plan, plan, plan_pods
+from vfcore.placement.plan import NodeUsage, Plan, PlanOptions, plan, plan_pods
 
 if TYPE_CHECKING:  # what the type checker sees; at run time, __getattr__ below
     from vfcore.placement.claims import (
@@ -68,6 +68,7 @@ __all__ = [
     "NodeShape",
     "NodeUsage",
     "Plan",
+    "PlanOptions",
     "PodRequest",
     "SchedulingFacts",
     "SolverConfig",

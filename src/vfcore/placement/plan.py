@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from vfcore.cluster import ClusterSnapshot, NodeState, Unknown
 from vfcore.errors import Problem
@@ -55,7 +55,16 @@ if TYPE_CHECKING:
     from vfcore.placement.scheduler.cluster_facts import SchedulingFacts
     from vfcore.placement.scheduler.workloads import Workload
 
-__all__ = ["NodeUsage", "Plan", "Problem", "Unplaced", "plan", "plan_pods"]
+__all__ = [
+    "NodeUsage",
+    "Plan",
+    "PlanOptions",
+    "PlanSettings",
+    "Problem",
+    "Unplaced",
+    "plan",
+    "plan_pods",
+]
 
 Verdict = Literal["fits", "does-not-fit", "unknown"]
 
@@ -153,28 +162,90 @@ class Plan:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """How :func:`plan` plans a flow: how its pods ask for GPUs, and how hard it looks.
+
+    How the pods ask (as ``vf deploy`` renders them; :func:`plan_pods`, given the
+    pods, reads only ``gpu_mode`` and ``gpu_runtime_class`` of these):
+
+    - ``gpu_mode``: ``exclusive`` (the default), ``shared``, ``mix`` or ``dra``
+      (a :class:`~vfcore.flow.gpu_mode.GpuMode` or its name; ``None``: exclusive);
+    - ``gpu_resource_name`` (e.g. ``nvidia.com/gpu.shared``), ``gpu_runtime_class``,
+      ``gpu_node_selector`` (``(key, value)``);
+    - ``resources``: per-node request overrides, ``{"detector": {"cpu": "2"}}``;
+    - ``dra_device_class`` (whole GPUs), ``dra_mig_device_class`` (a
+      memory-declaring one-GPU node) and ``dra_driver``, in ``dra`` mode.
+
+    How the plan is made:
+
+    - ``solver``: how CP-SAT runs (``None``: :meth:`SolverConfig.deterministic`);
+    - ``predict_scheduler``: also model kube-scheduler (``Plan.scheduler``);
+    - ``kube_version``: the Kubernetes minor version it models (``"1.29"`` to ``"1.36"``);
+    - ``time_limit``: seconds each scheduler-model phase may take (read from
+      :func:`plan`'s ``clock``); ``None``: no limit.
+
+    >>> PlanOptions(gpu_mode="mix", predict_scheduler=False).kube_version
+    '1.36'
+    """
+
+    gpu_mode: GpuMode | str | None = "exclusive"
+    gpu_resource_name: str | None = None
+    gpu_runtime_class: str | None = None
+    gpu_node_selector: tuple[str, str] | None = None
+    resources: Mapping[str, Mapping[str, str | int | float]] | None = None
+    dra_device_class: str = DEFAULT_DRA_DEVICE_CLASS
+    dra_mig_device_class: str = DEFAULT_DRA_MIG_DEVICE_CLASS
+    dra_driver: str = DEFAULT_DRA_DRIVER
+    solver: SolverConfig | None = None
+    predict_scheduler: bool = True
+    kube_version: str = "1.36"
+    time_limit: float | None = None
+
+
+class PlanSettings(TypedDict, total=False):
+    """:class:`PlanOptions`' fields as keyword arguments of :func:`plan` and :func:`plan_pods`
+    (``plan(spec, cluster, gpu_mode="mix")``): each replaces that field of ``options``."""
+
+    gpu_mode: GpuMode | str | None
+    gpu_resource_name: str | None
+    gpu_runtime_class: str | None
+    gpu_node_selector: tuple[str, str] | None
+    resources: Mapping[str, Mapping[str, str | int | float]] | None
+    dra_device_class: str
+    dra_mig_device_class: str
+    dra_driver: str
+    solver: SolverConfig | None
+    predict_scheduler: bool
+    kube_version: str
+    time_limit: float | None
+
+
+def _options(options: PlanOptions | None, settings: PlanSettings) -> PlanOptions:
+    """``options`` (``None``: the defaults) with the fields ``settings`` name replaced."""
+    base = PlanOptions() if options is None else options
+    return replace(base, **settings) if settings else base
+
+
 def plan(
     flow_or_spec: Flow | FlowSpec,
     cluster: ClusterSnapshot,
+    options: PlanOptions | None = None,
     *,
-    gpu_mode: GpuMode | str | None = "exclusive",
-    gpu_resource_name: str | None = None,
-    gpu_runtime_class: str | None = None,
-    gpu_node_selector: tuple[str, str] | None = None,
-    resources: Mapping[str, Mapping[str, str | int | float]] | None = None,
-    solver: SolverConfig | None = None,
-    predict_scheduler: bool = True,
-    time_limit: float | None = None,
-    clock: Callable[[], float] | None = None,
-    progress: Callable[[str], None] | None = None,
-    kube_version: str = "1.36",
     workloads: Mapping[str, Workload] | None = None,
     facts: SchedulingFacts | None = None,
-    dra_device_class: str = DEFAULT_DRA_DEVICE_CLASS,
-    dra_mig_device_class: str = DEFAULT_DRA_MIG_DEVICE_CLASS,
-    dra_driver: str = DEFAULT_DRA_DRIVER,
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **settings: Unpack[PlanSettings],
 ) -> Plan:
     """Place every pod of a valid flow on ``cluster``, exactly, with a three-valued verdict.
+
+    ``options`` (:class:`PlanOptions`; ``None``: the defaults) say how; any of
+    their fields may be given by name instead, and then replaces the field of
+    ``options``: ``plan(spec, cluster, gpu_mode="mix")`` is
+    ``plan(spec, cluster, PlanOptions(gpu_mode="mix"))``. What the plan is made
+    from besides the flow and the cluster are keywords of their own
+    (``workloads``, ``facts``), and so are the hooks (``clock``, ``progress``).
 
     In ``dra`` mode each GPU pod's claim (``dra_device_class`` for whole GPUs,
     ``dra_mig_device_class`` for a memory-declaring one-GPU node) is planned on
@@ -200,34 +271,31 @@ def plan(
     says so (``scheduler.cut_short``) and never answers ``lands``.
     ``progress`` is told each phase's name as it starts.
     """
-    mode = parse_gpu_mode(gpu_mode)  # the API edge: everything below takes the parsed mode
-    spec = require_valid(to_spec(flow_or_spec), gpu_mode=mode, gpu_resource_name=gpu_resource_name)
-    cfg = solver or SolverConfig.deterministic()
+    opts = _options(options, settings)
+    mode = parse_gpu_mode(opts.gpu_mode)  # the API edge: everything below takes the parsed mode
+    spec = require_valid(
+        to_spec(flow_or_spec), gpu_mode=mode, gpu_resource_name=opts.gpu_resource_name
+    )
     all_pods = pod_requests(
         spec,
         gpu_mode=mode,
-        gpu_resource_name=gpu_resource_name,
-        gpu_node_selector=gpu_node_selector,
-        resources=resources,
-        dra_device_class=dra_device_class,
-        dra_mig_device_class=dra_mig_device_class,
-        dra_driver=dra_driver,
+        gpu_resource_name=opts.gpu_resource_name,
+        gpu_node_selector=opts.gpu_node_selector,
+        resources=opts.resources,
+        dra_device_class=opts.dra_device_class,
+        dra_mig_device_class=opts.dra_mig_device_class,
+        dra_driver=opts.dra_driver,
     )
+    if workloads is None and opts.predict_scheduler:
+        workloads = _spec_workloads(spec, facts)
     return plan_pods(
         all_pods,
         cluster,
-        gpu_mode=mode,
-        gpu_runtime_class=gpu_runtime_class,
-        solver=cfg,
-        predict_scheduler=predict_scheduler,
-        time_limit=time_limit,
+        replace(opts, gpu_mode=mode),
+        workloads=workloads,
+        facts=facts,
         clock=clock,
         progress=progress,
-        kube_version=kube_version,
-        workloads=workloads
-        if workloads is not None or not predict_scheduler
-        else _spec_workloads(spec, facts),
-        facts=facts,
     )
 
 
@@ -240,36 +308,36 @@ def _spec_workloads(spec: FlowSpec, facts: SchedulingFacts | None) -> Mapping[st
 def plan_pods(
     all_pods: Sequence[PodRequest],
     cluster: ClusterSnapshot,
+    options: PlanOptions | None = None,
     *,
-    gpu_mode: GpuMode | str = "exclusive",
-    gpu_runtime_class: str | None = None,
-    solver: SolverConfig | None = None,
-    predict_scheduler: bool = True,
-    time_limit: float | None = None,
-    clock: Callable[[], float] | None = None,
-    progress: Callable[[str], None] | None = None,
-    kube_version: str = "1.36",
     workloads: Mapping[str, Workload] | None = None,
     facts: SchedulingFacts | None = None,
+    clock: Callable[[], float] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **settings: Unpack[PlanSettings],
 ) -> Plan:
     """:func:`plan` for pods already built (from :func:`vfcore.placement.claims.pod_requests` or by hand).
 
-    ``workloads`` and ``facts`` go to the scheduler model as :func:`plan`
-    says; without ``workloads`` the pods are bare pods to it.
+    ``options`` and ``settings`` as for :func:`plan`; the pods being built, only
+    ``gpu_mode``, ``gpu_runtime_class``, ``solver``, ``predict_scheduler``,
+    ``kube_version`` and ``time_limit`` matter here. ``workloads`` and ``facts``
+    go to the scheduler model as :func:`plan` says; without ``workloads`` the
+    pods are bare pods to it.
 
     The mode's planner (:func:`vfcore.placement.planners.planner_for`) is
     chosen once; every step below is the same for every mode.
     """
-    mode = parse_gpu_mode(gpu_mode)
+    opts = _options(options, settings)
+    mode = parse_gpu_mode(opts.gpu_mode)
     from vfcore.placement.scheduler.scoring import parse_kube_version  # the scheduler model
 
-    version = parse_kube_version(kube_version)  # the API edge: fail before solving
+    version = parse_kube_version(opts.kube_version)  # the API edge: fail before solving
     if progress is not None:
         progress("exact plan")
     planner = planner_for(mode, cluster)
-    cfg = solver or SolverConfig.deterministic()
+    cfg = opts.solver or SolverConfig.deterministic()
     all_pods = tuple(all_pods)
-    problems = _problems(all_pods, cluster, planner, gpu_runtime_class)
+    problems = _problems(all_pods, cluster, planner, opts.gpu_runtime_class)
     unknown = list(cluster.unknowns)
     planned, deferred = planner.split(all_pods)
     if deferred:
@@ -420,12 +488,12 @@ def plan_pods(
         shared_pools=pools,
         dra=getattr(solved.dra, "plan", None),
     )
-    if predict_scheduler:
+    if opts.predict_scheduler:
         out = _with_scheduler(
             out,
             solved.pods,
             realised,
-            time_limit,
+            opts.time_limit,
             clock,
             progress,
             version,

@@ -171,3 +171,23 @@ def test_images_and_pull_policy_reach_the_applied_pods(fake: FakeKube, tmp_path:
     assert bad.returncode == 2 and "error: invalid-image" in bad.stderr
     unknown = _deploy(fake, tmp_path, "--image-override", "nope=registry.example/x:1")
     assert unknown.returncode == 2 and "error: unknown-node" in unknown.stderr
+
+
+def test_the_scheduler_model_sees_a_nodes_own_image(tmp_path: Path) -> None:
+    """ImageLocality scores the image a node's pods really pull (--image-override)."""
+    from vfadapters.kubernetes.scheduling import scheduler_workloads
+    from vfadapters.loading import load_runnable
+    from vfcore.placement import scheduling_facts
+
+    flow = tmp_path / "vols.py"
+    flow.write_text(FLOW, encoding="utf-8")
+    spec = load_runnable(str(flow))[1]
+    facts = scheduling_facts({"kind": "NodeList", "items": []}, {"kind": "PodList", "items": []})
+    plain = scheduler_workloads(spec, facts, image="registry.example/vols:1")
+    assert set(plain["infer"].images) == {"registry.example/vols:1"}
+    pinned = scheduler_workloads(
+        spec, facts, image="registry.example/vols:1",
+        image_overrides={"infer": "registry.example/vols-gpu:2"},
+    )  # fmt: skip
+    assert set(pinned["infer"].images) == {"registry.example/vols-gpu:2"}
+    assert set(pinned["src"].images) == {"registry.example/vols:1"}

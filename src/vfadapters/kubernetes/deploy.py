@@ -161,6 +161,16 @@ def _selector_pair(text: str | None) -> tuple[str, str] | None:
     return key, value
 
 
+def _overrides(values: Sequence[str]) -> dict[str, str]:
+    """``--image-override NODE=IMAGE`` as a mapping (rendering checks and refuses bad ones)."""
+    out: dict[str, str] = {}
+    for value in values:
+        node, sep, image = value.partition("=")
+        if sep and node and image:
+            out[node.strip()] = image.strip()
+    return out
+
+
 def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any, Any]:
     """``(snapshot, plan)``: vfcore's plan of ``spec`` on the live cluster, with the deploy's
     GPU options.
@@ -208,6 +218,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
         namespace=namespace,
         resources=resources,
         dra=dra,
+        image_overrides=_overrides(getattr(args, "image_override", None) or []),
         **gpu_options,
     )
     result = plan(

@@ -103,6 +103,7 @@ def scheduler_workloads(
     gpu_node_selector: tuple[str, str] | None = None,
     resources: dict[str, dict[str, str]] | None = None,
     dra: dict[str, Any] | None = None,
+    image_overrides: dict[str, str] | None = None,
 ) -> Any:
     """How ``vf deploy`` would create each node's pods, for the scheduler model.
 
@@ -112,7 +113,8 @@ def scheduler_workloads(
     spec alone gives the workload kinds. ``dra`` holds the DRA classes
     (``dra_device_class``, ``dra_mig_device_class``) of ``--gpu-mode dra``. ``priority_class`` is valued from
     the cluster's PriorityClasses (unknown when not listed); ``image``, when
-    given, is every container's (ImageLocality).
+    given, is every container's (ImageLocality), but a node's in ``image_overrides``
+    (``--image-override``).
     """
     from dataclasses import replace
 
@@ -137,6 +139,7 @@ def scheduler_workloads(
                 resources={n: dict(r) for n, r in (resources or {}).items()},
                 dra_device_class=(dra or {}).get("dra_device_class", "gpu.nvidia.com"),
                 dra_mig_device_class=(dra or {}).get("dra_mig_device_class", "mig.nvidia.com"),
+                image_overrides=dict(image_overrides or {}) if image else {},
                 **extra,
             ),
         )

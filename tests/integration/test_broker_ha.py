@@ -239,3 +239,36 @@ def test_broker_setup_waits_for_a_cluster_that_has_no_leader_yet(tmp_path: Path)
             for s in a.get("stream_detail") or []
         }
         assert replicas and set(replicas.values()) == {3}, replicas
+
+
+def test_workers_on_different_servers_of_a_cluster_see_no_restart(tmp_path: Path) -> None:
+    """Each worker notes the server it talks to; on a cluster they talk to different ones,
+    which once read as a server restart: every input then looked redelivered (475 of 1,200
+    at one node, ctx.redelivered set, the ledger asked first). Noted per server name, a run
+    without a fault redelivers nothing."""
+    out = tmp_path / "out"
+    flow = tmp_path / "flow.py"
+    flow.write_text(textwrap.dedent(LIB.format(n=600, out=str(out))) + FLOW)
+    with NatsCluster(_binary(), tmp_path / "cluster", password=secrets.token_hex(32)) as cluster:
+        done = subprocess.run(
+            [
+                str(VF),
+                "run",
+                str(flow),
+                "--json",
+                "--no-progress",
+                "--broker",
+                cluster.url,
+                "--run",
+                "quiet",
+                "--stream-replicas",
+                "3",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["status"] == "completed" and doc["books"]["balanced"]
+    assert {n: v["redelivered"] for n, v in doc["nodes"].items()} == dict.fromkeys(doc["nodes"], 0)

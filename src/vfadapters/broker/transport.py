@@ -35,6 +35,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from array import array
@@ -651,12 +652,18 @@ class BrokerTransport:
     async def note_server(self) -> None:
         """Which server process the run talks to: a worker that finds another one than the
         run saw before (the server restarted) treats its inputs as redelivered for a while
-        (delivery counts may have been reset with the consumers' state)."""
+        (delivery counts may have been reset with the consumers' state). On a cluster each
+        server is noted under its name (``server.<name>``): workers connected to different
+        servers of it are not a restart (they made every input look redelivered)."""
         from nats.js.errors import KeyNotFoundError
 
-        server_id = str((getattr(self.bridge.nc, "_server_info", None) or {}).get("server_id", ""))
+        info = getattr(self.bridge.nc, "_server_info", None) or {}
+        server_id = str(info.get("server_id", ""))
+        key = "server"
+        if info.get("cluster") and info.get("server_name"):
+            key = "server." + re.sub(r"[^A-Za-z0-9_=-]", "_", str(info["server_name"]))[:200]
         try:
-            entry = await self.kv.get("server")
+            entry = await self.kv.get(key)
             doc = json.loads(entry.value or b"{}")
         except KeyNotFoundError:
             doc = {}
@@ -667,7 +674,7 @@ class BrokerTransport:
         now = time.time()
         restarted = bool(doc)
         await self.kv.put(
-            "server",
+            key,
             json.dumps({"id": server_id, "since": now, "restarted": restarted}).encode(),
         )
         if restarted:

@@ -7,7 +7,8 @@ clients, each a *role* with its own NATS user:
   run --broker`` forks, one Kubernetes workload). It may **publish** only to
   the subjects of the edges out of its node (every partition's), its own
   dead-letter subject, its own ledger entries, its own keys of the run's
-  control bucket (``stats``/``done``/``seg`` under its token, and ``server``)
+  control bucket (``stats``/``done``/``seg`` under its token, and ``server``,
+  ``server.<name>`` on a cluster)
   and of the splits bucket (``split.<token>.…``), and the large-payload
   bucket; it may call the JetStream API only for the consumers it reads
   (``CONSUMER.MSG.NEXT``, ``CONSUMER.INFO``, ``$JS.ACK``), ``STREAM.INFO`` of the
@@ -224,6 +225,7 @@ def _node_permissions(topo: BrokerTopology, node: str, role: str, inbox: str) ->
     for kind in ("stats", "done", "seg"):
         publish.append(f"$KV.{control.bucket}.{kind}.{token}.>")
     publish.append(f"$KV.{control.bucket}.server")
+    publish.append(f"$KV.{control.bucket}.server.>")  # one per server of a cluster
     if control.splits:
         publish.append(f"$KV.{control.splits}.split.{token}.>")
     for kv in _kv_streams(topo):

@@ -38,6 +38,7 @@ from vfcore.placement.fit import SHARED_POOL_RESOURCES, Unplaced
 from vfcore.placement.packing import PackingResult, SolverConfig, SolverReport, check_placement
 from vfcore.placement.planners import (
     ModePlanner,
+    Solved,
     name_list,
     placed_load,
     planner_for,
@@ -351,105 +352,20 @@ def plan_pods(
         )
 
     if cluster.nodes_unknown is not None:
-        if cluster.nodes_unknown not in {u.reason for u in unknown}:
-            unknown.append(Unknown("nodes", cluster.nodes_unknown))
-        verdict: Verdict = "fits" if not all_pods else "unknown"
-        report = SolverReport("NOT_RUN", "none", notes=("the node list is unknown",))
-        unplaced = tuple(
-            Unplaced(p.pod, "unschedulable", f"?/? nodes fit {p.pod}: node list unknown", (), None)
-            for p in planned
-        )
-        return Plan(
-            verdict,
-            mode,
-            all_pods,
-            (),
-            unplaced,
-            tuple(unknown),
-            problems,
-            (),
-            (),
-            report,
-            (),
-            None,
+        return _plan_without_node_list(
+            cluster.nodes_unknown, mode, all_pods, planned, unknown, problems
         )
 
-    # a mode's own unknowns (dra: devices of unknown use, or unknown devices) bracket nodes too
-    bracket = planner.bracket(planned, cluster)
-    mode_unknown = dict(bracket.unknown) if bracket is not None else {}
-    mode_unbounded = dict(bracket.unbounded) if bracket is not None else {}
-    known = [
-        n
-        for n in cluster.nodes
-        if n.occupancy_known and n.name not in mode_unknown and n.name not in mode_unbounded
-    ]
-    known_names = {n.name for n in known}
-    unknown_nodes = [
-        n for n in cluster.nodes if n.name not in known_names and n.name not in mode_unbounded
-    ]
-    # nodes that exist but cannot be read: absent for "fits", their upper bound for
-    # "does not fit"; one with no bound could hold anything, so nothing is proven without it
-    bounds = [u.bound for u in cluster.unreadable_nodes if u.bound is not None]
-    unbounded = [u.name for u in cluster.unreadable_nodes if u.bound is None]
-    unbounded += sorted(mode_unbounded)
-    unknown = [_bracketed(u, cluster) for u in unknown]
-    if bracket is not None:
-        unknown += list(bracket.facts)
-        unknown += [
-            Unknown(f"node/{name}", f"dra: {reason}")
-            for name, reason in sorted({**mode_unknown, **mode_unbounded}.items())
-        ]
-    solved = planner.solve(planned, known, cfg)
+    nodes = _bracket_nodes(planner, planned, cluster, unknown)
+    verdict, solved, considered = _solve_bracketed(planner, planned, nodes, cfg, bool(deferred))
     result = solved.packing
-    considered: list[NodeState] = known
-    if result.feasible is True:
-        verdict = "unknown" if deferred else "fits"
-    elif not unknown_nodes and not cluster.unreadable_nodes and not mode_unbounded:
-        verdict = "does-not-fit" if result.feasible is False else "unknown"
-    elif unbounded:
-        verdict = "unknown"
-        result = _with_note(
-            result,
-            f"fits only if unreadable node(s) have room ({name_list(unbounded)}); nothing bounds "
-            "what they hold, so it cannot be proven not to fit",
-        )
-        solved = replace(solved, packing=result)
-    else:
-        optimistic_nodes = known + [n.as_empty() for n in unknown_nodes] + bounds
-        optimistic = planner.solve(planned, optimistic_nodes, cfg, optimistic=True)
-        if optimistic.packing.feasible is False:
-            verdict, solved, considered = "does-not-fit", optimistic, optimistic_nodes
-            result = solved.packing
-        else:
-            verdict = "unknown"
-            if optimistic.packing.feasible is True:
-                result = _with_unknown_note(result, optimistic.packing)
-                solved = replace(solved, packing=result)
-    violations = check_placement(
-        solved.pods,
-        solved.nodes,
-        result.assignments,
-        cards=dict(result.cards),
-        extra_reasons=solved.extra_reasons,
-    )
-    violations += planner.layout_violations(solved)
-    if violations:  # pragma: no cover - the checkers guard the solver
-        raise AssertionError(f"the solver produced an invalid placement: {violations}")
+    _assert_valid(planner, solved)
 
     unplaced = planner.explain(
-        planned, cluster, considered, solved, [*unknown_nodes, *bounds], unbounded
+        planned, cluster, considered, solved, [*nodes.unknown_nodes, *nodes.bounds], nodes.unbounded
     )
     problems += planner.findings(all_pods, cluster, solved)
-    unplaced += tuple(
-        Unplaced(
-            p.pod,
-            "unplanned",
-            f"{p.pod} takes a MIG slice of >= {p.gpu_memory_mib} MiB: not planned here",
-            (),
-            "plan with --gpu-mode mix to plan MIG layouts",
-        )
-        for p in deferred
-    )
+    unplaced += _unplanned(deferred)
     fix = (
         _smallest_fix(planner, planned, cluster, considered, result, cfg)
         if verdict == "does-not-fit" and not cluster.unreadable_nodes
@@ -459,6 +375,7 @@ def plan_pods(
         hopeless = {u.pod for u in unplaced if u.kind == "unresolvable"}
         helpable = [p for p in planned if p.pod not in hopeless]
         problems += planner.blocking_findings(helpable, considered, cfg)
+    unknown = list(nodes.unknown)
     pools = shared_pools(solved.pods, cluster.nodes, result.assignments, dict(result.cards))
     doubtful = [p for p in pools if p.pods and p.verdict == "unknown"]
     if verdict == "fits" and doubtful:
@@ -502,6 +419,159 @@ def plan_pods(
             dra_inventories=(solved.dra.inventory,) if hasattr(solved.dra, "inventory") else (),
         )
     return out
+
+
+# -- the steps of plan_pods ------------------------------------------------------------------------
+
+
+def _plan_without_node_list(
+    why: str,
+    mode: GpuMode,
+    all_pods: tuple[PodRequest, ...],
+    planned: Sequence[PodRequest],
+    unknown: list[Unknown],
+    problems: tuple[Problem, ...],
+) -> Plan:
+    """The plan when the cluster's node list itself is unknown (``why``): nothing is solved;
+    no pods fit (trivially), else the verdict is unknown and every planned pod unschedulable."""
+    if why not in {u.reason for u in unknown}:
+        unknown.append(Unknown("nodes", why))
+    verdict: Verdict = "fits" if not all_pods else "unknown"
+    report = SolverReport("NOT_RUN", "none", notes=("the node list is unknown",))
+    unplaced = tuple(
+        Unplaced(p.pod, "unschedulable", f"?/? nodes fit {p.pod}: node list unknown", (), None)
+        for p in planned
+    )
+    return Plan(
+        verdict,
+        mode,
+        all_pods,
+        (),
+        unplaced,
+        tuple(unknown),
+        problems,
+        (),
+        (),
+        report,
+        (),
+        None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Bracket:
+    """The cluster's nodes as the verdict brackets them (the module's ``K`` and ``U``)."""
+
+    known: list[NodeState]  # K: occupancy known; "fits" is decided on these alone
+    unknown_nodes: list[NodeState]  # U: occupancy unknown, taken as empty for "does not fit"
+    bounds: list[NodeState]  # unreadable nodes' upper bounds, for "does not fit"
+    unbounded: list[str]  # unreadable nodes nothing bounds (and the mode's): nothing is proven
+    unknown: list[Unknown]  # every unknown the plan names, saying how it is bracketed
+    complete: bool  # every node is in K: the exact plan on K is the verdict
+
+
+def _bracket_nodes(
+    planner: ModePlanner,
+    planned: Sequence[PodRequest],
+    cluster: ClusterSnapshot,
+    unknown: Sequence[Unknown],
+) -> _Bracket:
+    """Sort the nodes into known, unknown, bounded and unbounded ones.
+
+    A node that exists but cannot be read is absent for "fits" and at its upper
+    bound for "does not fit"; one with no bound could hold anything, so nothing
+    is proven without it. A mode's own unknowns (dra: devices of unknown use, or
+    unknown devices) bracket nodes too.
+    """
+    bracket = planner.bracket(planned, cluster)
+    mode_unknown = dict(bracket.unknown) if bracket is not None else {}
+    mode_unbounded = dict(bracket.unbounded) if bracket is not None else {}
+    known = [
+        n
+        for n in cluster.nodes
+        if n.occupancy_known and n.name not in mode_unknown and n.name not in mode_unbounded
+    ]
+    known_names = {n.name for n in known}
+    unknown_nodes = [
+        n for n in cluster.nodes if n.name not in known_names and n.name not in mode_unbounded
+    ]
+    bounds = [u.bound for u in cluster.unreadable_nodes if u.bound is not None]
+    unbounded = [u.name for u in cluster.unreadable_nodes if u.bound is None]
+    unbounded += sorted(mode_unbounded)
+    named = [_bracketed(u, cluster) for u in unknown]
+    if bracket is not None:
+        named += list(bracket.facts)
+        named += [
+            Unknown(f"node/{name}", f"dra: {reason}")
+            for name, reason in sorted({**mode_unknown, **mode_unbounded}.items())
+        ]
+    complete = not unknown_nodes and not cluster.unreadable_nodes and not mode_unbounded
+    return _Bracket(known, unknown_nodes, bounds, unbounded, named, complete)
+
+
+def _solve_bracketed(
+    planner: ModePlanner,
+    planned: Sequence[PodRequest],
+    nodes: _Bracket,
+    cfg: SolverConfig,
+    some_deferred: bool,
+) -> tuple[Verdict, Solved, list[NodeState]]:
+    """The three-valued verdict, the solution it rests on, and the nodes that solution saw.
+
+    **fits** if the pods fit on ``K`` (unknown while pods were deferred to another
+    mode); **does-not-fit** if they do not fit on ``K`` with every node known, or
+    not even with ``U`` empty and unreadable nodes at their bound (the optimistic
+    solve); **unknown** otherwise — always while an unreadable node has no bound.
+    """
+    solved = planner.solve(planned, nodes.known, cfg)
+    result = solved.packing
+    if result.feasible is True:
+        return ("unknown" if some_deferred else "fits"), solved, nodes.known
+    if nodes.complete:
+        return ("does-not-fit" if result.feasible is False else "unknown"), solved, nodes.known
+    if nodes.unbounded:
+        result = _with_note(
+            result,
+            f"fits only if unreadable node(s) have room ({name_list(nodes.unbounded)}); nothing "
+            "bounds what they hold, so it cannot be proven not to fit",
+        )
+        return "unknown", replace(solved, packing=result), nodes.known
+    optimistic_nodes = nodes.known + [n.as_empty() for n in nodes.unknown_nodes] + nodes.bounds
+    optimistic = planner.solve(planned, optimistic_nodes, cfg, optimistic=True)
+    if optimistic.packing.feasible is False:
+        return "does-not-fit", optimistic, optimistic_nodes
+    if optimistic.packing.feasible is True:
+        solved = replace(solved, packing=_with_unknown_note(result, optimistic.packing))
+    return "unknown", solved, nodes.known
+
+
+def _assert_valid(planner: ModePlanner, solved: Solved) -> None:
+    """The independent checkers re-verify the solver's placement (and the mode's layouts)."""
+    result = solved.packing
+    violations = check_placement(
+        solved.pods,
+        solved.nodes,
+        result.assignments,
+        cards=dict(result.cards),
+        extra_reasons=solved.extra_reasons,
+    )
+    violations += planner.layout_violations(solved)
+    if violations:  # pragma: no cover - the checkers guard the solver
+        raise AssertionError(f"the solver produced an invalid placement: {violations}")
+
+
+def _unplanned(deferred: Sequence[PodRequest]) -> tuple[Unplaced, ...]:
+    """The MIG-slice pods a mode other than mix does not plan."""
+    return tuple(
+        Unplaced(
+            p.pod,
+            "unplanned",
+            f"{p.pod} takes a MIG slice of >= {p.gpu_memory_mib} MiB: not planned here",
+            (),
+            "plan with --gpu-mode mix to plan MIG layouts",
+        )
+        for p in deferred
+    )
 
 
 # -- notes on what the verdict brackets ------------------------------------------------------------

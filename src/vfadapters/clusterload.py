@@ -28,7 +28,7 @@ from vfcore import InvalidInputError
 from vfcore.cluster import ClusterSnapshot, snapshot_from_kubernetes, snapshot_from_list
 
 if TYPE_CHECKING:
-    from vfcore.placement.scheduler import SchedulingFacts
+    from vfcore.placement import SchedulingFacts
 
 __all__ = [
     "DEVICE_CLASSES_FILE",
@@ -111,7 +111,7 @@ def load_scheduling_facts(path: str | os.PathLike[str]) -> SchedulingFacts:
     missing one leaves those facts unknown. From one ``List`` file: its items
     of each kind (no PodDisruptionBudget or PriorityClass item: unknown).
     """
-    from vfcore.placement.scheduler import scheduling_facts
+    from vfcore.placement import scheduling_facts
 
     where = Path(path)
     if where.is_dir():

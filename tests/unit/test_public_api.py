@@ -63,3 +63,111 @@ def test_a_lazy_name_loads_only_the_module_that_defines_it():
     assert loaded.isdisjoint(
         {"vfcore.placement.scheduler", "vfcore.scaling", "vfcore.placement.mig"}
     )
+
+
+#: The faces adapters import vfcore from (docs/api.md, "Faces"): the root, each package,
+#: and the two top-level modules.
+FACES = (
+    "vfcore",
+    "vfcore.cluster",
+    "vfcore.errors",
+    "vfcore.flow",
+    "vfcore.placement",
+    "vfcore.quantity",
+    "vfcore.routing",
+    "vfcore.runtime",
+    "vfcore.scaling",
+)
+
+
+def _vfcore_imports(root: str) -> list[tuple[str, int, str, str]]:
+    """``(file, line, module, name)`` of every ``from vfcore… import name`` under ``root``."""
+    import ast
+    from pathlib import Path
+
+    base = Path(__file__).resolve().parents[2] / root
+    found = []
+    for path in sorted(base.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found += [
+                    (str(path.relative_to(base)), node.lineno, a.name, "")
+                    for a in node.names
+                    if a.name.startswith("vfcore.")
+                ]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vfcore"):
+                found += [
+                    (str(path.relative_to(base)), node.lineno, node.module or "", a.name)
+                    for a in node.names
+                ]
+    return found
+
+
+def test_adapters_import_vfcore_only_from_its_faces():
+    """Every name vfadapters takes from vfcore comes from a face and is in its ``__all__``,
+    so vfcore's modules can be reorganised without breaking an adapter."""
+    import importlib
+
+    imports = _vfcore_imports("src/vfadapters")
+    assert len(imports) > 100  # the walk found the adapters' imports
+    wrong = []
+    for file, line, module, name in imports:
+        if module not in FACES:
+            wrong.append(f"{file}:{line}: {module} is not a face ({name})")
+        elif name not in importlib.import_module(module).__all__:
+            wrong.append(f"{file}:{line}: {module} does not export {name}")
+    assert wrong == []
+
+
+def test_every_name_of_every_face_resolves():
+    import importlib
+
+    missing = {
+        face: [
+            n
+            for n in importlib.import_module(face).__all__
+            if not hasattr(importlib.import_module(face), n)
+        ]
+        for face in FACES
+    }
+    assert {face: names for face, names in missing.items() if names} == {}
+
+
+def test_a_face_gives_the_function_not_the_module_of_the_same_name():
+    """``vfcore.placement.plan`` is the function, even after its module is imported."""
+    import importlib
+
+    import vfcore.placement
+
+    importlib.import_module("vfcore.placement.plan")
+    importlib.import_module("vfcore.placement.explain")
+    assert callable(vfcore.placement.plan) and callable(vfcore.placement.explain)
+
+
+def test_importing_the_placement_face_loads_neither_the_scheduler_nor_mig():
+    code = (
+        "import json, sys, vfcore.placement\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('vfcore.'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(done.stdout))
+    assert "vfcore.placement.plan" in loaded
+    assert loaded.isdisjoint({"vfcore.placement.scheduler", "vfcore.placement.mig"})
+
+
+def test_importing_the_runtime_face_leaves_rendering_and_scaling_unloaded():
+    """``vf run`` and ``vf worker`` import vfcore.runtime: the rendering modules (and the
+    scaling rules they need) load only when one of their names is used."""
+    code = (
+        "import json, sys, vfcore.runtime as r\n"
+        "before = sorted(m for m in sys.modules if m.startswith('vfcore.'))\n"
+        "r.render\n"
+        "after = sorted(m for m in sys.modules if m.startswith('vfcore.'))\n"
+        "print(json.dumps([before, after]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = (set(x) for x in json.loads(done.stdout))
+    assert before.isdisjoint(
+        {"vfcore.scaling", "vfcore.runtime.manifests", "vfcore.runtime.render_options"}
+    )
+    assert {"vfcore.runtime.manifests", "vfcore.scaling"} <= after

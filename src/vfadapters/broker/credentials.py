@@ -26,8 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from vfcore import InvalidInputError
-from vfcore.runtime import BrokerTopology, BrokerUser, broker_permissions, run_roles
-from vfcore.runtime.broker_auth import inbox_prefix, render_authorization
+from vfcore.runtime import (
+    BrokerTopology,
+    BrokerUser,
+    broker_permissions,
+    inbox_prefix,
+    render_authorization,
+    run_roles,
+)
 
 __all__ = [
     "ENV",

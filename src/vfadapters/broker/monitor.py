@@ -38,9 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
 from vfcore import InvalidInputError
-from vfcore.flow.spec import FlowSpec
-from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology
-from vfcore.runtime.topology import EdgeRoute, TopologyConsumer
+from vfcore.flow import FlowSpec
+from vfcore.runtime import (
+    BrokerTopology,
+    EdgeRoute,
+    TopologyConsumer,
+    TopologyOptions,
+    broker_topology,
+)
 from vfcore.scaling import Backlog, NodeObservation, Unobserved
 
 __all__ = [

@@ -63,14 +63,17 @@ from vfadapters.runtime.supervisor import Supervisor, install_forkserver
 from vfcore import REALTIME, InvalidInputError
 from vfcore.runtime import (
     ADMIN_ROLE,
+    Books,
     BrokerTopology,
+    EdgeTally,
+    NodeTally,
     TopologyOptions,
     broker_topology,
+    check_books,
     check_run_id,
+    local_layout,
     node_role,
 )
-from vfcore.runtime.delivery import Books, EdgeTally, NodeTally, check_books
-from vfcore.runtime.layout import local_layout
 
 __all__ = ["BrokerRunOptions", "EdgeCounters", "RunExistsError", "run_on_broker"]
 
@@ -256,7 +259,7 @@ class BrokerRun:
         if not any(n.is_gpu for n in self.spec.nodes):
             return ()
         from vfadapters.local.gpus import detect_gpus
-        from vfcore.runtime.devices import visible_devices
+        from vfcore.runtime import visible_devices
 
         return visible_devices(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
 

@@ -53,12 +53,14 @@ from vfadapters.runtime.letters import DeadLetter
 from vfadapters.runtime.ports import Envelope, OutputKey, RecordRefused, Tally
 from vfadapters.runtime.worker import Aborted, ProducerSegment, ResumePlan
 from vfcore import InvalidInputError
-from vfcore.runtime import BrokerTopology, TopologyConsumer, TopologyOptions
-from vfcore.runtime.delivery import (
+from vfcore.runtime import (
+    BrokerTopology,
     GroupOrigin,
     InputOrigin,
     Origin,
     SegmentOrigin,
+    TopologyConsumer,
+    TopologyOptions,
     ledger_id,
     output_id,
 )

@@ -31,9 +31,14 @@ from vfadapters.broker.transport import BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
 from vfcore import REALTIME, FlowSpec
-from vfcore.placement.demand import pod_name
-from vfcore.runtime import BrokerTopology, TopologyOptions, broker_topology, node_role
-from vfcore.runtime.layout import runtime_join_policy
+from vfcore.placement import pod_name
+from vfcore.runtime import (
+    BrokerTopology,
+    TopologyOptions,
+    broker_topology,
+    node_role,
+    runtime_join_policy,
+)
 
 __all__ = [
     "WorkerOptions",

@@ -333,7 +333,7 @@ def _run_id(args: argparse.Namespace, spec: Any) -> str:
     if args.run is not None:
         return str(args.run)
     if args.render_only and spec is not None:
-        from vfcore.runtime.render_options import render_run_id
+        from vfcore.runtime import render_run_id
 
         return render_run_id(spec)
     return default_run_id()
@@ -344,8 +344,8 @@ def render_options(args: argparse.Namespace, flow_file: str, spec: Any = None) -
     :func:`~vfcore.runtime.render_options.render_run_id` names a ``--render-only`` run
     without ``--run``)."""
     from vfcore import InvalidInputError
-    from vfcore.placement.claims import parse_resources_option
-    from vfcore.runtime.manifests import RenderOptions
+    from vfcore.placement import parse_resources_option
+    from vfcore.runtime import RenderOptions
 
     selector = _pairs(
         [args.gpu_node_selector], "--gpu-node-selector", "nvidia.com/gpu.present=true"
@@ -420,7 +420,7 @@ def render_options(args: argparse.Namespace, flow_file: str, spec: Any = None) -
 
 def _volumes(args: argparse.Namespace) -> tuple[Any, ...]:
     """``--mount-pvc``, ``--mount-configmap`` and ``--mount-secret``, parsed."""
-    from vfcore.runtime.pod_options import parse_volume
+    from vfcore.runtime import parse_volume
 
     return tuple(
         parse_volume(kind, text)
@@ -443,8 +443,8 @@ def live_render_inputs(args: argparse.Namespace, spec: Any, options: Any) -> dic
     The cluster is read only when one of them is needed.
     """
     from vfcore import REALTIME, InvalidInputError, autoscaling_rejections, pod_requests
-    from vfcore.placement.demand import AutoscalingOptions
-    from vfcore.runtime.manifests import mig_choices
+    from vfcore.placement import AutoscalingOptions
+    from vfcore.runtime import mig_choices
 
     mig_nodes = sorted(
         {p.node for p in pod_requests(spec, gpu_mode=options.gpu_mode) if p.slice == "mig"}
@@ -524,7 +524,7 @@ def write_objects(
 def _cmd_deploy(args: argparse.Namespace) -> int:
     from vfadapters.cli.inputs import DAY, check_seconds
     from vfadapters.loading import load_runnable, split_target
-    from vfcore.runtime.manifests import render
+    from vfcore.runtime import render
 
     check_seconds(args.timeout, "--timeout", most=30 * DAY, example="600", rule="invalid-timeout")
     check_seconds(
@@ -586,7 +586,7 @@ def _credentials_note(args: argparse.Namespace, spec: Any, options: Any) -> str:
     """What --render-only says about the Secret it does not write (docs/security.md)."""
     import shlex
 
-    from vfcore.runtime.manifests import credentials_secret_name
+    from vfcore.runtime import credentials_secret_name
 
     parts = ["vf", "deploy", str(args.flow), "--image", options.image, "--run", options.run_id]
     if options.namespace != "default":
@@ -607,8 +607,7 @@ def _credentials_note(args: argparse.Namespace, spec: Any, options: Any) -> str:
 def _print_credentials(spec: Any, options: Any) -> int:
     """``--render-credentials``: the run's Secret with fresh keys, on stdout only."""
     from vfadapters.kubernetes.credentials import generate_run_secrets
-    from vfcore.runtime import broker_topology
-    from vfcore.runtime.manifests import render
+    from vfcore.runtime import broker_topology, render
 
     values = generate_run_secrets(broker_topology(spec, options.run_id))
     objects = render(spec, replace(options, secret_values=values))
@@ -627,8 +626,7 @@ def _with_run_secrets(args: argparse.Namespace, spec: Any, options: Any) -> Any:
     ones; an exit code when the cluster cannot tell."""
     from vfadapters.kubernetes.client import KubeApiError, connect_from_args
     from vfadapters.kubernetes.credentials import run_secrets_on_cluster
-    from vfcore.runtime import broker_topology
-    from vfcore.runtime.manifests import credentials_secret_name
+    from vfcore.runtime import broker_topology, credentials_secret_name
 
     try:
         values, _ = run_secrets_on_cluster(

@@ -185,7 +185,7 @@ def dockerfile(
     with a name COPY would misread, a uid that is root or out of range.
     """
     from vfcore import InvalidInputError, __version__
-    from vfcore.runtime.render_options import check_image_reference
+    from vfcore.runtime import check_image_reference
 
     if not 1 <= uid <= 2**31 - 1:
         raise InvalidInputError(

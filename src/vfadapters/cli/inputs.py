@@ -87,7 +87,7 @@ def add_gpu_options(p: argparse.ArgumentParser) -> None:
 
 def dra_options(args: argparse.Namespace) -> dict[str, Any]:
     """The DRA keyword arguments of ``vfcore.plan``/``explain`` from the command line."""
-    from vfcore.placement.claims import check_device_class
+    from vfcore.placement import check_device_class
 
     return {
         "dra_device_class": check_device_class(args.dra_device_class),

@@ -126,10 +126,7 @@ def register(sub: Any) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from vfadapters.clusterload import load_cluster
     from vfcore import InvalidInputError
-    from vfcore.placement.claims import parse_resources_option
-    from vfcore.placement.packing import SolverConfig
-    from vfcore.placement.plan import plan
-    from vfcore.placement.scheduler.scoring import parse_kube_version
+    from vfcore.placement import SolverConfig, parse_kube_version, parse_resources_option, plan
 
     kube_version = parse_kube_version(args.kube_version)  # before any work
     phases = _Phases(sys.stderr)  # "parse" runs from here to the exact plan
@@ -591,7 +588,7 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
         why = mig.get("config_withheld") or "nothing to apply"
         out.write(f"\nno mig-parted config: {why}\n")
     else:
-        from vfcore.placement.mig import mig_parted_yaml
+        from vfcore.placement import mig_parted_yaml
 
         out.write(
             "\nmig-parted config (add it to the MIG manager's configs, then label each node):\n"
@@ -606,7 +603,7 @@ def _print_mig(doc: dict[str, Any], out: TextIO) -> None:
 def _write_mig_config(path: str, doc: dict[str, Any]) -> None:
     """``--mig-config FILE``: the YAML config, or (when there is none) a line on stderr."""
     from vfcore import InvalidInputError
-    from vfcore.placement.mig import mig_parted_yaml
+    from vfcore.placement import mig_parted_yaml
 
     mig = doc.get("mig")
     if mig is None:

@@ -55,7 +55,7 @@ def check_namespace(namespace: str) -> str:
     A namespace no object can be in would list nothing, and ``vf teardown`` would
     say "all gone" for a run it never looked for.
     """
-    from vfcore.runtime.render_options import check_namespace as check
+    from vfcore.runtime import check_namespace as check
 
     return check(namespace)
 
@@ -67,10 +67,10 @@ def resolve_run(client: Any, namespace: str, spec: Any, run: str | None) -> str 
     """
     from vfadapters.kubernetes.status import find_runs
     from vfcore import InvalidInputError
-    from vfcore.runtime.manifests import flow_label
+    from vfcore.runtime import flow_label
 
     if run is not None:
-        from vfcore.runtime.topology import check_run_id
+        from vfcore.runtime import check_run_id
 
         check_run_id(run)
         return run
@@ -88,7 +88,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from vfadapters.cli.inputs import load_spec
     from vfadapters.kubernetes.client import KubeApiError, connect_from_args
     from vfadapters.kubernetes.status import run_status
-    from vfcore.runtime.manifests import run_selector
+    from vfcore.runtime import run_selector
 
     check_namespace(args.namespace)
     if args.broker is not None:
@@ -127,7 +127,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         if run is not None and not doc["found"]:
             # a run asked for by name that has no object here: an error, never "found"
             from vfadapters.kubernetes.status import find_runs
-            from vfcore.runtime.manifests import flow_label
+            from vfcore.runtime import flow_label
 
             others = find_runs(client, args.namespace, flow_label(spec.name))
             report_error(

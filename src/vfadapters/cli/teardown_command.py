@@ -46,7 +46,7 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
     from vfadapters.cli.status_command import check_namespace, resolve_run
     from vfadapters.kubernetes.client import KubeApiError, connect_from_args
     from vfadapters.kubernetes.teardown import teardown
-    from vfcore.runtime.manifests import run_selector
+    from vfcore.runtime import run_selector
 
     check_seconds(args.timeout, "--timeout", most=DAY, example="300", rule="invalid-timeout")
     check_namespace(args.namespace)

@@ -134,7 +134,7 @@ def topology_options(args: argparse.Namespace, realtime_keep: int | None = None)
 def _check_replica(replica: int) -> int:
     """A replica index: 0 .. MAX_REPLICAS_PER_NODE - 1, else ``invalid-replica``."""
     from vfcore import InvalidInputError
-    from vfcore.flow.params import MAX_REPLICAS_PER_NODE
+    from vfcore.flow import MAX_REPLICAS_PER_NODE
 
     if replica < 0:
         raise InvalidInputError(

@@ -19,12 +19,13 @@ import secrets
 from typing import Any
 
 from vfadapters.kubernetes.client import KubeApiError, object_path
-from vfcore.runtime import BrokerTopology, run_roles
-from vfcore.runtime.run_security import (
+from vfcore.runtime import (
     ROUTE_PASSWORD_KEY,
     RUN_KEY,
     RUN_KEY_BYTES,
+    BrokerTopology,
     RunSecrets,
+    run_roles,
     seed_key,
 )
 

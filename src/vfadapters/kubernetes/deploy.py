@@ -182,8 +182,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
     if cached is not None and cached[0] is spec:
         return cached[1], cached[2]
     from vfadapters.kubernetes.scheduling import read_without_run, scheduler_workloads
-    from vfcore.placement.claims import parse_resources_option
-    from vfcore.placement.plan import plan
+    from vfcore.placement import parse_resources_option, plan
 
     resources: dict[str, dict[str, str]] = {}
     for text in getattr(args, "resources", None) or []:
@@ -237,7 +236,7 @@ def run_live_plan(client: Any, spec: Any, args: argparse.Namespace) -> tuple[Any
 
 def explainer(result: Any, spec: Any, run_id: str) -> Any:
     """``pod → vfcore's explanation`` for an unschedulable pod, from the preflight plan."""
-    from vfcore.flow.names import physical_name
+    from vfcore.flow import physical_name
 
     by_label = {physical_name(n.name, flow=spec.name, run=run_id).k8s: n.name for n in spec.nodes}
     sched = "not modelled" if result.scheduler is None else result.scheduler.verdict_with_remedy
@@ -320,8 +319,8 @@ def _apply_remedy(
         with_affinity,
         with_claim_selectors,
     )
-    from vfcore.flow.names import physical_name
-    from vfcore.runtime.manifests import run_selector
+    from vfcore.flow import physical_name
+    from vfcore.runtime import run_selector
 
     if "affinity" in remedy.kind:
         hostnames = {n.name: dict(n.labels).get(HOSTNAME_LABEL, n.name) for n in cluster.nodes}
@@ -438,8 +437,7 @@ def _redeploy_and_storage(
     the objects the pods name exist (ConfigMaps, Secrets, the PriorityClass); the objects to
     apply (a redeploy keeps the run's setup Job as it is)."""
     from vfadapters.kubernetes.storage import storage_problems
-    from vfcore.runtime.manifests import run_selector
-    from vfcore.runtime.redeploy import redeploy_changes
+    from vfcore.runtime import redeploy_changes, run_selector
 
     namespace = getattr(args, "namespace", "default")
     own = getattr(args, "_vf_run_pods", None)
@@ -494,7 +492,7 @@ def _redeploy_and_storage(
                 err.write(f"preflight warning: {warning}\n")
         objects = changes.to_apply(objects)
     from vfadapters.kubernetes.references import reference_problems
-    from vfcore.runtime.manifests import credentials_secret_name
+    from vfcore.runtime import credentials_secret_name
 
     problems = (
         *storage_problems(client, objects, namespace, dict(result.assignments)),
@@ -674,7 +672,7 @@ def apply_and_wait(
     )
     if dry_run or getattr(args, "no_wait", False):
         return EXIT_OK
-    from vfcore.runtime.manifests import run_selector
+    from vfcore.runtime import run_selector
 
     jobs, workloads = expected_from_objects(objects)
     opts = WaitOptions(

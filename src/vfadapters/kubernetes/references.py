@@ -33,7 +33,7 @@ def reference_problems(
 ) -> tuple[Any, ...]:
     """The problems of the references of ``objects`` (nothing is read when there are none;
     ``own_secrets``: the run's credentials Secret, which the deploy makes itself)."""
-    from vfcore.runtime.references import check_references, pod_references
+    from vfcore.runtime import check_references, pod_references
 
     refs = pod_references(objects, own_secrets=own_secrets)
     found: dict[tuple[str, str], bool | str] = {}

@@ -48,7 +48,7 @@ def _listed(client: KubeClient, path: str, kind: str) -> Any:
 def read_facts(client: KubeClient, nodes: Any, pods: Any) -> Any:
     """The cluster's :class:`~vfcore.placement.scheduler.SchedulingFacts` (nodes and pods as
     already listed; budgets and priority classes listed here)."""
-    from vfcore.placement.scheduler import scheduling_facts
+    from vfcore.placement import scheduling_facts
 
     return scheduling_facts(
         nodes,
@@ -75,7 +75,7 @@ def read_without_run(client: KubeClient, run: tuple[str, str, str] | None) -> tu
     dra = read_dra_documents(client)
     own = None
     if run is not None:
-        from vfcore.runtime.redeploy import without_run_pods
+        from vfcore.runtime import without_run_pods
 
         flow, run_id, namespace = run
         pods, claims, own = without_run_pods(
@@ -119,8 +119,8 @@ def scheduler_workloads(
     from dataclasses import replace
 
     from vfcore import InvalidFlowError, InvalidInputError
-    from vfcore.placement.scheduler import workloads_from_objects, workloads_from_spec
-    from vfcore.runtime.manifests import RenderOptions, render
+    from vfcore.placement import workloads_from_objects, workloads_from_spec
+    from vfcore.runtime import RenderOptions, render
 
     priority = facts.priority_of(priority_class)
     try:

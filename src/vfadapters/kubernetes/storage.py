@@ -42,7 +42,7 @@ def read_storage_facts(client: KubeClient, namespace: str, *, cluster_wide: bool
     """:class:`vfcore.cluster.storage.StorageFacts` of the cluster and ``namespace``
     (``cluster_wide=False``: the namespace's claims only; classes and volumes are then
     not read)."""
-    from vfcore.cluster.storage import storage_facts
+    from vfcore.cluster import storage_facts
 
     classes = volumes = None
     if cluster_wide:
@@ -64,7 +64,7 @@ def storage_problems(
 ) -> tuple[Any, ...]:
     """The storage problems of deploying ``objects`` (``hosts``: the plan's pod → node);
     nothing is read when they make and mount no claim."""
-    from vfcore.placement.storage import check_claims, claim_uses
+    from vfcore.placement import check_claims, claim_uses
 
     uses = claim_uses(objects)
     if not uses:

@@ -193,7 +193,7 @@ PROGRESS_EVERY_S = 30.0
 def _why_left(client: KubeClient, objects: list[dict[str, Any]]) -> tuple[Any, ...]:
     """Why each object is still there (:func:`vfcore.runtime.lingering.lingering`), reading
     the Nodes its pods are bound to (one that cannot be read is left unknown)."""
-    from vfcore.runtime.lingering import NODE_GONE, lingering
+    from vfcore.runtime import NODE_GONE, lingering
 
     nodes: dict[str, Any] = {}
     for obj in objects:

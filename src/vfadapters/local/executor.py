@@ -58,9 +58,16 @@ from vfadapters.runtime.state import EdgeCounts, EdgeView, LiveNode, Replica, Ru
 from vfadapters.runtime.summary import RunSummary
 from vfadapters.runtime.supervisor import Supervisor, install_forkserver
 from vfcore import REALTIME, Flow, FlowSpec, InvalidFlowError, InvalidInputError, validate
-from vfcore.runtime.delivery import Books, EdgeTally, NodeTally, check_books
-from vfcore.runtime.devices import GpuDevice
-from vfcore.runtime.layout import LocalLayout, PodLayout, local_layout
+from vfcore.runtime import (
+    Books,
+    EdgeTally,
+    GpuDevice,
+    LocalLayout,
+    NodeTally,
+    PodLayout,
+    check_books,
+    local_layout,
+)
 
 __all__ = [
     "MAX_BUFFER_MIB",
@@ -248,7 +255,7 @@ class LocalRun:
         if self.opts.gpu_inventory is not None:
             return tuple(self.opts.gpu_inventory)
         from vfadapters.local.gpus import detect_gpus
-        from vfcore.runtime.devices import visible_devices
+        from vfcore.runtime import visible_devices
 
         return visible_devices(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
 

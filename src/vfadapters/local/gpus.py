@@ -14,7 +14,7 @@ import importlib.util
 import shutil
 import subprocess
 
-from vfcore.runtime.devices import GpuDevice
+from vfcore.runtime import GpuDevice
 
 __all__ = ["detect_gpus", "parse_nvidia_smi"]
 

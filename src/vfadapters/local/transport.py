@@ -51,7 +51,7 @@ from vfadapters.runtime.worker import (
     set_parent_death_signal,
     set_process_name,
 )
-from vfcore.runtime.delivery import GroupOrigin, InputOrigin, Origin
+from vfcore.runtime import GroupOrigin, InputOrigin, Origin
 
 __all__ = [
     "CONTROL_SEGMENT",

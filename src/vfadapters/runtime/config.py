@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from vfcore import JoinPolicy, NodeSpec
-from vfcore.routing.partition import Strategy
-from vfcore.runtime.layout import Routing
+from vfcore.routing import Strategy
+from vfcore.runtime import Routing
 
 __all__ = ["CTL", "SLOT", "EdgePlan", "NodeConfig", "slot_base"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vfcore import InvalidInputError
-from vfcore.runtime.layout import DEFAULT_REALTIME_KEEP, MAX_REALTIME_KEEP, LayoutOptions
+from vfcore.runtime import DEFAULT_REALTIME_KEEP, MAX_REALTIME_KEEP, LayoutOptions
 
 __all__ = [
     "MAX_BUFFER_MESSAGES",

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from vfadapters.runtime.letters import DeadLetter
-from vfcore.runtime.delivery import Origin
+from vfcore.runtime import Origin
 
 __all__ = [
     "Batch",

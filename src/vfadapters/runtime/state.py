@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from vfadapters.runtime.config import slot_base
 from vfadapters.runtime.options import RunOptions
 from vfcore import FlowSpec, NodeSpec
-from vfcore.runtime.layout import LocalLayout, NodeLayout
+from vfcore.runtime import LocalLayout, NodeLayout
 
 __all__ = ["EdgeCounts", "EdgeView", "LiveNode", "Replica", "RunState", "Voice"]
 

@@ -55,7 +55,7 @@ from vfadapters.runtime.ports import (
     Tally,
 )
 from vfcore import owner_of
-from vfcore.runtime.delivery import (
+from vfcore.runtime import (
     GroupOrigin,
     Origin,
     SegmentOrigin,

@@ -23,20 +23,36 @@ from vfcore.cluster.nodes import (
     node,
 )
 from vfcore.cluster.snapshot import ClusterSnapshot, snapshot_from_kubernetes, snapshot_from_list
+from vfcore.cluster.storage import (
+    DEFAULT_CLASS_ANNOTATION,
+    NO_PROVISIONER,
+    ClaimInfo,
+    StorageClassInfo,
+    StorageFacts,
+    VolumeInfo,
+    storage_facts,
+)
 
 __all__ = [
+    "DEFAULT_CLASS_ANNOTATION",
     "GPU_PRESENT_LABEL",
+    "NO_PROVISIONER",
+    "ClaimInfo",
     "ClusterSnapshot",
     "GpuInfo",
     "NodeState",
     "Note",
     "RuntimeClassInfo",
+    "StorageClassInfo",
+    "StorageFacts",
     "Taint",
     "TaintEffect",
     "Toleration",
     "Unknown",
     "UnreadableNode",
+    "VolumeInfo",
     "node",
     "snapshot_from_kubernetes",
     "snapshot_from_list",
+    "storage_facts",
 ]

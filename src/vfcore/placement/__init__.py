@@ -37,6 +37,12 @@ if TYPE_CHECKING:  # what the type checker sees; at run time, __getattr__ below
         workloads_from_spec,
     )
     from vfcore.placement.scheduler.scoring import parse_kube_version
+    from vfcore.placement.storage import (
+        NODE_NAME_ANNOTATION,
+        ClaimUse,
+        check_claims,
+        claim_uses,
+    )
 
 #: each public name → the module that defines it
 _HOMES: dict[str, str] = {
@@ -58,10 +64,16 @@ _HOMES: dict[str, str] = {
         "vfcore.placement.scheduler",
     ),
     "parse_kube_version": "vfcore.placement.scheduler.scoring",
+    **dict.fromkeys(
+        ("NODE_NAME_ANNOTATION", "ClaimUse", "check_claims", "claim_uses"),
+        "vfcore.placement.storage",
+    ),
 }
 
 __all__ = [
+    "NODE_NAME_ANNOTATION",
     "AutoscalingOptions",
+    "ClaimUse",
     "Demand",
     "Explanation",
     "Insufficient",
@@ -74,7 +86,9 @@ __all__ = [
     "SolverConfig",
     "SolverReport",
     "Unplaced",
+    "check_claims",
     "check_device_class",
+    "claim_uses",
     "explain",
     "first_fit_decreasing",
     "mig_parted_yaml",
@@ -126,6 +140,10 @@ def _load(home: str) -> object:
         from vfcore.placement import scheduler
 
         return scheduler
+    if home == "vfcore.placement.storage":
+        from vfcore.placement import storage
+
+        return storage
     from vfcore.placement.scheduler import scoring
 
     return scoring

@@ -47,6 +47,8 @@ __all__ = [
     "BROKER_ROUTE_PORT",
     "CONFIG_KEY",
     "CREDENTIALS_DIR",
+    "NATS_CONFIG_DIR",
+    "ROUTE_PASSWORD_KEY",
     "ROUTE_USER",
     "RUN_KEY",
     "RUN_KEY_BYTES",

@@ -77,6 +77,7 @@ __all__ = [
     "ConsumerConfig",
     "DeadLetters",
     "EdgeRoute",
+    "RunControl",
     "StreamConfig",
     "TopologyConsumer",
     "TopologyOptions",

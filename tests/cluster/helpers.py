@@ -5,31 +5,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tests.support.kube import gpu_flow
+
 H100 = {
     "nvidia.com/gpu.present": "true",
     "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
     "nvidia.com/gpu.memory": "81559",
     "nvidia.com/gpu.count": "4",
 }
-
-FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus})(Src(name="src")))],
-            flow_type=BATCH, name="{name}")
-"""
 
 
 def node(name: str, gpus: int) -> dict[str, Any]:
@@ -79,5 +62,5 @@ def wait_until(check: Any, limit_s: float = 30.0, what: str = "condition") -> An
 
 def flow_file(directory: Any, name: str, gpus: int) -> Any:
     path = directory / f"{name}.py"
-    path.write_text(FLOW.format(gpus=gpus, name=name), encoding="utf-8")
+    path.write_text(gpu_flow(name, gpus=gpus), encoding="utf-8")
     return path

@@ -28,25 +28,9 @@ import pytest
 from tests.cluster.envtest import ControlPlane
 from tests.cluster.helpers import delete_quietly, wait_until
 from tests.integration.cli_helpers import run_vf
+from tests.support.kube import gpu_flow
 
-FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count=4, nb_tasks=2)(
-    Src(name="src")))], flow_type=BATCH, name="envrefill")
-"""
+FLOW = gpu_flow("envrefill", gpus=4, nb_tasks=2)
 
 JOBS = "/apis/batch/v1/namespaces/default/jobs"
 PODS = "/api/v1/namespaces/default/pods"

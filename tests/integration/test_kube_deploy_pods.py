@@ -16,30 +16,13 @@ import pytest
 
 from tests.integration.cli_helpers import run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.support.kube import applies, fake
+from tests.support.kube import applies, fake, gpu_flow
 
 pytest.importorskip("kubernetes")
 
 __all__ = ["fake"]
 
-FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count=4, nb_tasks=2)(
-    Src(name="src")))], flow_type=BATCH, name="vols")
-"""
+FLOW = gpu_flow("vols", gpus=4, nb_tasks=2)
 
 
 def _deploy(fake: FakeKube, tmp_path: Path, *extra: object) -> Any:

@@ -17,28 +17,11 @@ import pytest
 
 from tests.integration.cli_helpers import run_vf
 from tests.integration.kube_fake import FakeKube
-from tests.support.kube import H100, RESOURCES, applies, gpu_node
+from tests.support.kube import H100, RESOURCES, applies, gpu_flow, gpu_node
 
 pytest.importorskip("kubernetes")
 
-FLOW = """
-from vfcore import {kind}, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count=4, nb_tasks=2)(
-    Src(name="src")))], flow_type={kind}, name="refill")
-"""
+FLOW = gpu_flow("refill", gpus=4, nb_tasks=2, kind="{kind}")
 
 
 @pytest.fixture

@@ -24,14 +24,15 @@ def test_a_growing_backlog_adds_replicas_and_an_idle_node_retires_them(tmp_path:
         f"""
         class Burst(ProducerNode):
             # 400 items at once, 4 s of silence (ample time to retire replicas even on a
-            # loaded 2-core machine), then 20 more
+            # loaded 2-core machine), then 5 more: fewer than one replica's target, so
+            # they cannot ask for a replica again (20 could, on a slow machine)
             def open(self):
                 self.i = 0
 
             def next(self):
                 if self.i == 400:
                     time.sleep(4.0)
-                if self.i >= 420:
+                if self.i >= 405:
                     raise StopIteration
                 self.i += 1
                 return self.i
@@ -54,7 +55,7 @@ def test_a_growing_backlog_adds_replicas_and_an_idle_node_retires_them(tmp_path:
     )
     assert summary.status == "completed", summary.error
     items = read_lines(out)
-    assert sorted(i["x"] for i in items) == list(range(1, 421))  # exactly once
+    assert sorted(i["x"] for i in items) == list(range(1, 406))  # exactly once
     events = [(e.node, e.replicas_from, e.replicas_to) for e in summary.scaling]
     assert events, "no autoscaling happened"
     assert events[0][0] == "work" and events[0][2] > events[0][1]  # grew first

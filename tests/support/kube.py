@@ -69,46 +69,36 @@ def client_for(fake: FakeKube, tmp_path: Path) -> KubeClient:
     return connect(kubeconfig=str(fake.kubeconfig(tmp_path / "kubeconfig")), context="fake")
 
 
+_GPU_FLOW = """
+from vfcore import {kind}, ConsumerNode, Flow, ProcessorNode, ProducerNode
+
+class Src(ProducerNode):
+    def next(self):
+        raise StopIteration
+
+class Gpu(ProcessorNode):
+    def process(self, item):
+        return item
+
+class Sink(ConsumerNode):
+    def consume(self, item):
+        pass
+
+flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus}, nb_tasks={nb_tasks})(
+    Src(name="src")))], flow_type={kind}, name="{name}")
+"""
+
+
+def gpu_flow(name: str, *, gpus: object = 1, nb_tasks: int = 1, kind: str = "BATCH") -> str:
+    """The source of the flow the Kubernetes tests deploy: src -> infer (``gpus`` GPUs per
+    replica, ``nb_tasks`` replicas) -> sink, named ``name``."""
+    return _GPU_FLOW.format(name=name, gpus=gpus, nb_tasks=nb_tasks, kind=kind)
+
+
 #: A one-GPU-node batch flow (``{gpus}`` GPUs per replica) named ``kube``: vf plan --kube.
-FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus})(Src(name="src")))],
-            flow_type=BATCH, name="kube")
-"""
-
-
+FLOW = gpu_flow("kube", gpus="{gpus}")
 #: The same flow named ``kdemo``: vf deploy (``flow_file``).
-DEPLOY_FLOW = """
-from vfcore import BATCH, ConsumerNode, Flow, ProcessorNode, ProducerNode
-
-class Src(ProducerNode):
-    def next(self):
-        raise StopIteration
-
-class Gpu(ProcessorNode):
-    def process(self, item):
-        return item
-
-class Sink(ConsumerNode):
-    def consume(self, item):
-        pass
-
-flow = Flow([Sink(name="sink")(Gpu(name="infer", device_type="gpu", gpu_count={gpus})(Src(name="src")))],
-            flow_type=BATCH, name="kdemo")
-"""
+DEPLOY_FLOW = gpu_flow("kdemo", gpus="{gpus}")
 
 
 #: What the fake of the deploy tests serves.

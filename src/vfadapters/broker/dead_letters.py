@@ -19,6 +19,7 @@ whose payload could not be kept) are listed, not replayed.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +109,7 @@ async def replay_letters(
     stream = topo.dead_letters.config.name
     replayed = 0
     skipped: list[tuple[Letter, str]] = []
+    await _reopen(js, spec, topo, {str(x.entry.get("node")) for x in letters if x.replayable})
     for letter in letters:
         entry = letter.entry
         if not letter.replayable:
@@ -160,3 +162,35 @@ async def replay_letters(
         await api_request(nc, f"$JS.API.STREAM.MSG.DELETE.{stream}", {"seq": letter.seq})
         replayed += 1
     return replayed, skipped
+
+
+async def _reopen(js: Any, spec: FlowSpec, topo: BrokerTopology, nodes: set[str]) -> None:
+    """Forget that the nodes letters go back to, and every node below them, ended.
+
+    A replica writes ``done`` once it finished; a child ends when its parents are
+    done and its input is empty. After a run ended, the workers started again to
+    take replayed letters would otherwise end at once below the letters' node (its
+    ``done`` of the last life says there is nothing more), before the letters'
+    outputs reach them. Without the marks each waits for its parents to end again.
+    """
+    from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+
+    children = spec.children()
+    below: set[str] = set()
+    todo = [n for n in nodes if n in spec]
+    while todo:
+        node = todo.pop()
+        if node not in below:
+            below.add(node)
+            todo.extend(children.get(node, ()))
+    if not below:
+        return
+    control = topo.control
+    try:
+        kv = await js.key_value(control.bucket)
+    except BucketNotFoundError:
+        return  # the run's control bucket is gone: no worker can be waiting on it
+    for node in sorted(below):
+        for replica in range(spec.node(node).replicas):
+            with contextlib.suppress(KeyNotFoundError):
+                await kv.delete(control.done_key(node, replica))

@@ -53,7 +53,7 @@ class RingMachine(RuleBasedStateMachine):
         ids = list(range(self.next_id, self.next_id + n))
         self.next_id += n
         payload = np.full(size, 7, np.uint8) if size >= 16 * 1024 else b"x" * size
-        return ids, [(f"t{i}", None, None, (i, payload)) for i in ids]
+        return ids, [(f"t{i}", None, None, (i, payload), 0) for i in ids]
 
     def _pending(self) -> list[dict[str, Any]]:
         return [r for r in self.records if r["state"] == "pending"]

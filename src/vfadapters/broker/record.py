@@ -18,6 +18,7 @@ from typing import Any
 
 from vfadapters.broker.sealing import SEAL_BYTES, RecordSealer
 from vfadapters.runtime.codec import decode, encode, record_size
+from vfadapters.runtime.columns import Columns
 
 __all__ = ["MAGIC", "pack", "unpack"]
 
@@ -59,7 +60,7 @@ def header(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     return count, nbufs
 
 
-def unpack(data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
+def unpack(data: bytes | bytearray | memoryview) -> Columns:
     """The envelopes of a record (arrays are writable when ``data`` is a bytearray)."""
     head = header(data)
     if head is None:

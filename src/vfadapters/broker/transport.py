@@ -48,6 +48,7 @@ from vfadapters.broker.client import Bridge, api_request, ensure_topology, jetst
 from vfadapters.broker.record import header, pack
 from vfadapters.broker.sealing import RecordOpener, RecordSealer, edge_domain, letter_domain
 from vfadapters.runtime.codec import decode
+from vfadapters.runtime.columns import Columns
 from vfadapters.runtime.config import CTL, SLOT, NodeConfig, slot_base
 from vfadapters.runtime.letters import DeadLetter
 from vfadapters.runtime.ports import Envelope, OutputKey, RecordRefused, Tally
@@ -175,7 +176,7 @@ class BrokerBatch:
         self.undecodable: str | None = None
         self.refused: RecordRefused | None = None
 
-    def envelopes(self) -> list[Envelope]:
+    def envelopes(self) -> Columns:
         if self.refused is not None:
             raise self.refused
         if self.undecodable is not None:
@@ -430,7 +431,7 @@ class SubjectOutlet:
         self.duplicates = 0
         self.waits = 0
 
-    def write(self, envelopes: list[Envelope], key: OutputKey) -> int:
+    def write(self, envelopes: Sequence[Envelope], key: OutputKey) -> int:
         t = self.t
         node = t.cfg.token
         if t.realtime:
@@ -798,7 +799,9 @@ class BrokerTransport:
 
     # -- publishing ------------------------------------------------------------------------------
 
-    def publish(self, outlet: SubjectOutlet, envelopes: list[Envelope], msg_id: str | None) -> None:
+    def publish(
+        self, outlet: SubjectOutlet, envelopes: Sequence[Envelope], msg_id: str | None
+    ) -> None:
         """Queue one chunk for the next delivery (packed here, sent from the loop thread)."""
         data = pack(envelopes, self.sealer, outlet.domain)
         outlet.written += len(envelopes)

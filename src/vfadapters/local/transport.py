@@ -41,6 +41,7 @@ from vfadapters.local.atomic import LOG_CELLS, Cells, UndoLog
 from vfadapters.local.ring import Claim, Ring, RingHandle, StopWaiting, record_size
 from vfadapters.local.shm import Segment
 from vfadapters.runtime.codec import decode, encode
+from vfadapters.runtime.columns import Columns
 from vfadapters.runtime.config import CTL, SLOT, NodeConfig, slot_base
 from vfadapters.runtime.letters import DeadLetter
 from vfadapters.runtime.ports import Envelope, LetterNotWritten, OutputKey, Tally
@@ -167,7 +168,7 @@ class LocalBatch:
         self.origin = origin
         self.tally: Tally | None = None
 
-    def envelopes(self) -> list[Envelope]:
+    def envelopes(self) -> Columns:
         ring = self.ring
         return decode(ring.view(self.claim), self.claim.nbufs, ring.lengths_at())
 
@@ -266,7 +267,7 @@ class RingOutlet:
         self.origin: Any = None  # the batch whose records are being counted
         self.written = 0  # records written (or skipped) for that batch
 
-    def write(self, envelopes: list[Envelope], key: OutputKey) -> int:
+    def write(self, envelopes: Sequence[Envelope], key: OutputKey) -> int:
         t = self.t
         if t.realtime:
             self._write(envelopes, ())
@@ -290,7 +291,7 @@ class RingOutlet:
         cell = batch.claim.cell + self.progress_cell
         return self._write_counted(envelopes, words, batch.ring.number, cell)
 
-    def _write_counted(self, envs: list[Envelope], words: Any, number: int, cell: int) -> int:
+    def _write_counted(self, envs: Sequence[Envelope], words: Any, number: int, cell: int) -> int:
         """Write ``envs`` as one or more records, each counted in the input record's
         progress cell in the same step; skip the records that cell says are written."""
         body, buffers = encode(envs)
@@ -310,7 +311,7 @@ class RingOutlet:
         self._encoded(body, buffers, len(envs), ((number, cell, index + 1),))
         return len(envs)
 
-    def _write_groups(self, envs: list[Envelope], groups: Sequence[Origin]) -> int:
+    def _write_groups(self, envs: Sequence[Envelope], groups: Sequence[Origin]) -> int:
         journal = self.t.journal
         assert journal is not None
         keep = [
@@ -326,7 +327,7 @@ class RingOutlet:
         return len(keep)
 
     def _write(
-        self, envs: list[Envelope], also: Sequence[tuple[int, int, int]], mark: int = 0
+        self, envs: Sequence[Envelope], also: Sequence[tuple[int, int, int]], mark: int = 0
     ) -> None:
         body, buffers = encode(envs)
         ring = self.ring

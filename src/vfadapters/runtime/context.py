@@ -6,6 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from vfadapters.runtime.columns import Columns
+
 __all__ = ["Context"]
 
 _EMPTY: Mapping[str, Any] = {}
@@ -25,17 +27,19 @@ class Context:
     """
 
     __slots__ = (
+        "_cols",
+        "_i",
         "_keys",
+        "_meta",
+        "_tid",
+        "_ts",
         "device",
         "devices",
-        "event_ts_ms",
         "logger",
-        "metadata",
         "node",
         "redelivered",
         "replica",
         "replicas",
-        "trace_id",
     )
 
     def __init__(
@@ -53,11 +57,50 @@ class Context:
         self.device = device
         self.devices = devices
         self.logger = logger
-        self.trace_id: str | None = None
-        self.event_ts_ms: float | None = None
-        self.metadata: Mapping[str, Any] = _EMPTY
+        # the message being handled: given (_begin), or item _i of a batch's columns
+        self._cols: Columns | None = None
+        self._i = 0
+        self._tid: Any = None
+        self._ts: Any = None
+        self._meta: Mapping[str, Any] = _EMPTY
         self._keys: dict[str, Any] | None = None
         self.redelivered = False
+
+    @property
+    def trace_id(self) -> Any:
+        cols = self._cols
+        return self._tid if cols is None else cols.trace_id(self._i)
+
+    @property
+    def event_ts_ms(self) -> Any:
+        cols = self._cols
+        return self._ts if cols is None else cols.event_ts(self._i)
+
+    @event_ts_ms.setter
+    def event_ts_ms(self, value: Any) -> None:
+        self._fix()
+        self._ts = value
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        cols = self._cols
+        if cols is None:
+            return self._meta
+        return cols.meta(self._i) or _EMPTY
+
+    def _fix(self) -> None:
+        """Copy the current item's fields out of the batch's columns."""
+        cols = self._cols
+        if cols is not None:
+            i = self._i
+            self._tid, self._ts = cols.trace_id(i), cols.event_ts(i)
+            self._meta = cols.meta(i) or _EMPTY
+            self._cols = None
+
+    def _over(self, cols: Columns) -> None:
+        """Describe the items of ``cols`` (then ``_i`` names the one being handled)."""
+        self._cols = cols
+        self._keys = None
 
     def set_partition_key(self, field: str, value: Any) -> None:
         """Set metadata ``field`` on this call's output (children partition by it)."""
@@ -71,9 +114,10 @@ class Context:
         self._keys[field] = value
 
     def _begin(self, trace_id: str, ts: float | None, metadata: Mapping[str, Any] | None) -> None:
-        self.trace_id = trace_id
-        self.event_ts_ms = ts
-        self.metadata = metadata or _EMPTY
+        self._cols = None
+        self._tid = trace_id
+        self._ts = ts
+        self._meta = metadata or _EMPTY
         self._keys = None
 
     def _out_metadata(self) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from vfadapters.runtime.columns import Columns
 from vfadapters.runtime.letters import DeadLetter
 from vfcore.runtime import Origin
 
@@ -113,7 +114,7 @@ class Batch(Protocol):
     @property
     def origin(self) -> Origin: ...
 
-    def envelopes(self) -> list[Envelope]: ...
+    def envelopes(self) -> Columns: ...
 
 
 class InputPort(Protocol):
@@ -159,13 +160,13 @@ class OutputKey:
     index: int = 0
     batch: Any = None
     groups: tuple[Origin, ...] = ()  # joins: GroupOrigin each
-    positions: tuple[int, ...] = ()
+    positions: Sequence[int] = ()
 
 
 class Outlet(Protocol):
     """One buffer of an output edge (one per partition of a partitioned child)."""
 
-    def write(self, envelopes: list[Envelope], key: OutputKey) -> int:
+    def write(self, envelopes: Sequence[Envelope], key: OutputKey) -> int:
         """Store ``envelopes``; how many were new (the rest were already stored for ``key``)."""
 
 

@@ -23,7 +23,9 @@ and the transport drops what it already holds.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import itertools
 import logging
 import math
 import os
@@ -38,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vfadapters.runtime.columns import Columns
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.context import Context
 from vfadapters.runtime.latency import fold
@@ -82,11 +85,15 @@ _SKIP = object()
 #: between calls: 0.1 ms, doubling up to _NONE_PAUSE_MAX_S, until it emits again.
 _NONES_BEFORE_PAUSE = 8
 _NONE_PAUSE_MAX_S = 0.05
-#: a producer's segment may hold this many chunks' worth of bytes (large items)
+#: a producer's segment may hold this many chunks' worth of items and of bytes
 _SEGMENT_CHUNKS = 8
 #: a segment is written after this long whatever its source does (linger counts only
 #: the source's time; this bounds the node's own)
 _SEGMENT_AGE_S = 0.05
+#: produce_columns: a call to next() that returned within this long after our own work
+#: on the last item (ns) is the source computing at full speed, not making us wait: it
+#: does not count toward linger_s (fast sources fill whole segments; one clock read an item)
+_WAIT_NS = 20_000
 #: claims a join settles in one call (a transport keeps each settlement atomic)
 _SETTLE_AT_MOST = 32
 
@@ -256,6 +263,16 @@ class Worker:
         self.origin: Origin | None = None
         self.batch: Any = None
         self.tally = Tally()
+        # produce_columns: the open segment's items, their emit times, each edge's
+        # (first item not written, bytes before it), the segment's estimated bytes
+        self.seg_items: list[Any] | None = None
+        self.seg_times: list[int] = []
+        self.seg_marks: list[tuple[int, int]] = []
+        self.seg_size = 0
+        self.out_marks: list[int] = []  # single_columns: each edge's first output not written
+        # the column loops (produce_columns, single_columns) where they apply; False runs
+        # every item through emit() (the reference the column loops are tested against)
+        self.columns = True
         self.consumer = cfg.spec.kind == "consumer"
         self.mode = (
             "producer"
@@ -634,7 +651,8 @@ class Worker:
         """Call ``next()`` until StopIteration (or a stop), writing items in *segments*.
 
         A segment is a run of consecutive items cut into chunks per edge as they
-        complete; it ends at ``batch_max`` items, ``batch_bytes`` or ``linger_s``.
+        complete; it ends at ``_SEGMENT_CHUNKS`` times ``batch_max`` items or
+        ``batch_bytes``, or after ``linger_s``.
         The transport stores where a segment starts and how it is cut before its
         first chunk is written, and where it ends before its last (partial) chunks
         are: a restarted producer cuts the same chunks again (they are dropped as
@@ -645,18 +663,7 @@ class Worker:
         node, ctx, ctl = self.node, self.ctx, self.ctl
         fn = node.next
         pass_ctx = takes_ctx(fn)
-        prefix = f"{self.cfg.node}:"
-        linger = self.cfg.linger_s
-        batch_max = self.cfg.batch_max
-        # a segment holds up to _SEGMENT_CHUNKS chunks' worth of bytes (each chunk stays
-        # within batch_bytes): what a segment costs to record is paid once for them all
-        segment_bytes = self.cfg.batch_bytes * _SEGMENT_CHUNKS
-        clock = time.monotonic
-        wall = self.t.latency_clock
-        sleep = time.sleep
         stop_index = CTL.STOP_PRODUCERS
-        abort_index = CTL.ABORT
-        nones_field = self.base + SLOT.NONES
         position = 0
         planned: deque[ProducerSegment] = deque()
         plan = self.t.producer_resume()
@@ -683,6 +690,54 @@ class Worker:
                 "restarted: resuming at item %d (%d segment(s) cut again)", position, len(planned)
             )
         self.segment: ProducerSegment | None = None
+        if (
+            self.columns
+            and not pass_ctx
+            and not self.realtime
+            and not any(e.partitioned for e in self.edges)
+        ):
+            position = self.produce_columns(fn, position, planned)
+        else:
+            position = self.produce_envelopes(fn, pass_ctx, position, planned)
+        seg = self.segment
+        stopped = bool(ctl[stop_index])
+        if not stopped and (
+            (seg is not None and seg.end is not None and position < seg.end) or planned
+        ):
+            # the source ended before the segments of the last life were cut again:
+            # it does not give the same items from the same position
+            raise _ProducerFailed(
+                RuntimeError(
+                    f"the source ended at item {position}, inside a segment written before "
+                    "the restart: resume(position) must continue with the same items"
+                )
+            )
+        if self.segment is not None:
+            self.close_segment(position)
+
+    def produce_envelopes(
+        self,
+        fn: Callable[..., Any],
+        pass_ctx: bool,
+        position: int,
+        planned: deque[ProducerSegment],
+    ) -> int:
+        """The producer loop of any node (ctx, REALTIME, partitioned children): item by
+        item through :meth:`emit`. Returns the position after the last item."""
+        ctx, ctl = self.ctx, self.ctl
+        prefix = f"{self.cfg.node}:"
+        linger = self.cfg.linger_s
+        # a segment holds up to _SEGMENT_CHUNKS chunks' worth of items and of bytes (each
+        # chunk stays within batch_max and batch_bytes): what a segment costs to record
+        # is paid once for them all
+        segment_items = self.cfg.batch_max * _SEGMENT_CHUNKS
+        segment_bytes = self.cfg.batch_bytes * _SEGMENT_CHUNKS
+        clock = time.monotonic
+        wall = self.t.latency_clock
+        sleep = time.sleep
+        stop_index = CTL.STOP_PRODUCERS
+        abort_index = CTL.ABORT
+        nones_field = self.base + SLOT.NONES
         nones = 0
         emit = self.emit
         cut_at = 1 << 62
@@ -740,27 +795,177 @@ class Worker:
                 # whole segments; one that blocks has what it gave written after linger_s
                 seg.waited += t1 - t0
                 if (
-                    seg.count >= batch_max
+                    seg.count >= segment_items
                     or seg.size >= segment_bytes
                     or seg.waited > linger
                     or t1 - seg.opened > _SEGMENT_AGE_S
                 ):
                     self.close_segment(position)
-        seg = self.segment
-        stopped = bool(ctl[stop_index])
-        if not stopped and (
-            (seg is not None and seg.end is not None and position < seg.end) or planned
-        ):
-            # the source ended before the segments of the last life were cut again:
-            # it does not give the same items from the same position
-            raise _ProducerFailed(
-                RuntimeError(
-                    f"the source ended at item {position}, inside a segment written before "
-                    "the restart: resume(position) must continue with the same items"
+        return position
+
+    def produce_columns(
+        self, fn: Callable[..., Any], position: int, planned: deque[ProducerSegment]
+    ) -> int:
+        """The producer loop of a BATCH node whose ``next()`` takes no ctx and whose
+        children are not partitioned. Within a segment, the same chunks, parts and
+        output keys as :meth:`produce_envelopes`, but the segment's items are kept as
+        two lists (items, emit times) and written as :class:`Columns` slices — no
+        envelope, trace id or routing per item, one clock read per item (the emit time,
+        which also measures how long the source made us wait for ``linger_s``: the gaps
+        between items longer than ``_WAIT_NS``).
+        Returns the position after the last item.
+
+        Where :meth:`emit` writes an outlet's buffer right after the item that fills it
+        (``batch_bytes``, ``batch_max``) and :meth:`cut` before the item that starts a
+        chunk, this loop does both before the next item is taken in (or when the
+        segment closes): the same items end up in the same (chunk, part). A segment's
+        end is stored before its last parts are written, whichever loop cut it.
+        """
+        ctl = self.ctl
+        cfg = self.cfg
+        linger_ns = cfg.linger_s * 1e9
+        age_ns = _SEGMENT_AGE_S * 1e9
+        segment_items = cfg.batch_max * _SEGMENT_CHUNKS
+        segment_bytes = cfg.batch_bytes * _SEGMENT_CHUNKS
+        # one clock read per item: the emit time (the latency clock, ns) also measures
+        # how long the source made us wait (from the end of our own work on the last item)
+        wall = self.t.latency_clock
+        sleep = time.sleep
+        stop_index = CTL.STOP_PRODUCERS
+        abort_index = CTL.ABORT
+        nones_field = self.base + SLOT.NONES
+        bytes_type = bytes
+        nones = 0
+        seg: ProducerSegment | None = None
+        items: list[Any] = []
+        emitted: list[int] = []
+        add_item = items.append
+        add_time = emitted.append
+        total = 0  # estimated bytes of the segment's items so far
+        next_off = next_size = 1 << 62  # where some edge must write or cut next
+        start = waited = opened = 0
+        prev = wall()
+        while True:
+            if ctl[abort_index]:
+                raise Aborted
+            if ctl[stop_index] and not planned:
+                break
+            try:
+                item = fn()
+            except StopIteration:
+                break
+            except Exception as exc:
+                raise _ProducerFailed(exc) from exc
+            now = wall()
+            if item is None:
+                ctl[nones_field] += 1
+                if seg is not None and seg.end is None:
+                    self.close_columns(position, total)
+                    seg = None
+                nones += 1
+                if nones > _NONES_BEFORE_PAUSE:
+                    sleep(
+                        min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S)
+                    )
+                prev = wall()
+                continue
+            nones = 0
+            if seg is None:
+                seg = self.open_segment(
+                    position, planned.popleft() if planned else None, time.monotonic()
                 )
-            )
-        if self.segment is not None:
-            self.close_segment(position)
+                start = seg.start
+                items = self.seg_items = []
+                emitted = self.seg_times = []
+                add_item = items.append
+                add_time = emitted.append
+                self.seg_marks = [(0, 0)] * len(self.edges)
+                total = waited = 0
+                opened = now
+                next_off, next_size = self.column_events(0, 0)
+            off = position - start
+            gap = now - prev
+            if gap > _WAIT_NS:
+                waited += gap
+            if off >= next_off or total >= next_size:
+                next_off, next_size = self.column_events(off, total)
+                prev = wall()  # what writing took is ours, not the source's
+            else:
+                prev = now
+            add_item(item)
+            add_time(now)
+            total += len(item) + 32 if type(item) is bytes_type else estimate(item)
+            position += 1
+            if seg.end is not None:
+                if position >= seg.end:  # a segment of the last life, cut again exactly
+                    self.close_columns(position, total)
+                    seg = None
+                    prev = wall()
+            elif (
+                off + 1 >= segment_items
+                or total >= segment_bytes
+                or waited > linger_ns
+                or now - opened > age_ns
+            ):
+                self.close_columns(position, total)
+                seg = None
+                prev = wall()
+        if seg is not None:
+            self.seg_size = total
+        return position
+
+    def column_events(self, off: int, total: int) -> tuple[int, int]:
+        """Before the segment's item ``off`` is taken in (``total``: the estimated bytes
+        of the items before it): write each edge's pending items that :meth:`emit` would
+        have written by now, start the chunks :meth:`cut` would; then the next offset
+        and total at which some edge must act again."""
+        cfg = self.cfg
+        batch_max, batch_bytes = cfg.batch_max, cfg.batch_bytes
+        marks = self.seg_marks
+        next_off = next_size = 1 << 62
+        for e, edge in enumerate(self.edges):
+            mark, mark_size = marks[e]
+            if off > mark and (total - mark_size >= batch_bytes or off - mark >= batch_max):
+                self.write_columns(edge, mark, off)
+                mark, mark_size = off, total
+            limit = edge.limit
+            if off and off % limit == 0:
+                if off > mark:
+                    self.write_columns(edge, mark, off)
+                    mark, mark_size = off, total
+                edge.chunk = off // limit
+                edge.parts = [0]
+            marks[e] = (mark, mark_size)
+            next_off = min(next_off, mark + batch_max, (off // limit + 1) * limit)
+            next_size = min(next_size, mark_size + batch_bytes)
+        return next_off, next_size
+
+    def write_columns(self, edge: OutEdge, a: int, b: int) -> None:
+        """Write the segment's items ``a`` to ``b`` to ``edge`` (one outlet) as one part."""
+        seg, items = self.segment, self.seg_items
+        assert seg is not None and items is not None
+        first = seg.start + a
+        cols = Columns(items[a:b], self.seg_times[a:b], prefix=f"{self.cfg.node}:", first=first)
+        key = OutputKey(
+            self.origin,
+            edge.chunk,
+            edge.parts[0],
+            edge.index[0],
+            None,
+            positions=range(first, seg.start + b),
+        )
+        edge.parts[0] += 1
+        edge.index[0] += 1
+        n = b - a
+        e = self.tally.emitted
+        e[edge.child] = e.get(edge.child, 0) + n
+        edge.outlets[0].write(cols, key)
+        self.add(SLOT.EMITTED, n)
+
+    def close_columns(self, end: int, total: int) -> None:
+        """End the segment of :meth:`produce_columns` at item ``end``."""
+        self.seg_size = total
+        self.close_segment(end)
 
     def open_segment(
         self, start: int, planned: ProducerSegment | None, now: float
@@ -785,10 +990,19 @@ class Worker:
         """End the segment under way at item ``end``: seal it, write what is left, count it."""
         seg = self.segment
         assert seg is not None
-        self.segment = None
         if not self.realtime and seg.end is None:
             seg.end = end
             self.t.seal_segment(seg)
+        items = self.seg_items
+        if items is not None:  # produce_columns: what each edge has not written yet
+            seg.count = n = end - seg.start
+            seg.size = self.seg_size
+            for edge, (mark, _) in zip(self.edges, self.seg_marks, strict=True):
+                if n > mark:
+                    self.write_columns(edge, mark, n)
+            self.tally.outputs += n
+            self.seg_items = None
+        self.segment = None
         self.flush_all()
         self.tally.produced = end - seg.start
         self.t.end_segment(seg, self.tally)
@@ -813,6 +1027,8 @@ class Worker:
         latencies = self.latencies
         note = latencies.append
         realtime = self.realtime
+        # BATCH outputs to unpartitioned children: handled a batch at a time as columns
+        columns = self.columns and not realtime and not any(e.partitioned for e in self.edges)
         while True:
             if not ctl[active_index]:
                 return  # retired by autoscaling: nothing is held, others go on
@@ -841,6 +1057,12 @@ class Worker:
             self.begin_origin(None if realtime else batch.origin, batch, limits)
             tally = self.tally
             tally.received = n
+            if columns and type(envs) is Columns:
+                t0 = clock()
+                self.single_columns(envs, fn, pass_ctx)
+                self.record_cost(clock() - t0, n)
+                inp.settle([batch], tally)
+                continue
             cut_at = self.cut_step()
             t0 = clock()
             position = 0
@@ -886,6 +1108,144 @@ class Worker:
             self.record_cost(clock() - t0, n)
             self.flush_all()
             inp.settle([batch], tally)
+
+    def single_columns(self, cols: Columns, fn: Callable[..., Any], pass_ctx: bool) -> None:
+        """One input batch of :meth:`run_single` (BATCH, unpartitioned children) as
+        columns: the node is called item by item, its outputs are kept as a list (and
+        their input positions), and each edge's parts are cut from it by
+        :meth:`write_outputs` exactly as :meth:`emit` and :meth:`cut` cut them — the
+        same (chunk, part) keys, the same items in each — whenever the outputs held
+        reach ``batch_bytes`` and once at the end."""
+        ctx, ctl = self.ctx, self.ctl
+        tally = self.tally
+        consumer = self.consumer
+        abort_index = CTL.ABORT
+        batch_bytes = self.cfg.batch_bytes
+        bytes_type = bytes
+        payloads = cols.payloads
+        emitted = cols.emitted
+        outs: list[Any] = []
+        where: list[int] = []  # each output's input position
+        sizes: list[int] = []
+        keyed: dict[int, Any] = {}  # output index -> metadata the call set (ctx)
+        add_out, add_where, add_size = outs.append, where.append, sizes.append
+        held = released = 0
+        self.out_marks = [0] * len(self.edges)
+        ctx._over(cols)
+        note = self.latencies.append
+        latency_clock = self.t.latency_clock
+        skip, retry = _SKIP, self.retry
+        for i, payload in enumerate(payloads):
+            if ctl[abort_index]:
+                raise Aborted
+            ctx._i = i
+            if consumer:
+                note(latency_clock() - emitted[i])  # end-to-end latency (latency.py)
+            try:
+                out = fn(payload, ctx=ctx) if pass_ctx else fn(payload)
+            except Exception:
+                out = retry(
+                    fn, pass_ctx, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
+                )
+            if ctx._keys is not None:
+                if out is not None and out is not skip and not consumer:
+                    keyed[len(outs)] = ctx._out_metadata()
+                ctx._keys = None
+            if ctx._cols is None:  # the call set ctx.event_ts_ms: back on the columns
+                ctx._over(cols)
+            if out is skip:
+                continue
+            if consumer:
+                tally.outputs += 1
+                continue
+            if out is None:
+                tally.filtered += 1
+                continue
+            add_out(out)
+            add_where(i)
+            size = len(out) + 32 if type(out) is bytes_type else estimate(out)
+            add_size(size)
+            held += size
+            if held >= batch_bytes and self.edges:  # bound what is held: write what is done
+                self.write_outputs(cols, outs, where, sizes, keyed, False)
+                held = 0
+                for j in range(released, min(self.out_marks)):
+                    outs[j] = None  # written to every edge: not held any more
+                released = max(released, min(self.out_marks))
+        ctx._fix()
+        tally.outputs += len(outs)
+        if self.edges:
+            self.write_outputs(cols, outs, where, sizes, keyed, True)
+
+    def write_outputs(
+        self,
+        cols: Columns,
+        outs: list[Any],
+        where: list[int],
+        sizes: list[int],
+        keyed: dict[int, Any],
+        final: bool,
+    ) -> None:
+        """Write the parts of each edge that are complete among ``outs`` (all of them
+        when ``final``): an edge's chunk ``c`` holds the outputs of input positions
+        ``[c * limit, (c + 1) * limit)``; within a chunk a part ends at the output that
+        brings it to ``batch_bytes`` or ``batch_max`` (as :meth:`emit` flushes)."""
+        batch_max, batch_bytes = self.cfg.batch_max, self.cfg.batch_bytes
+        n = len(outs)
+        marks = self.out_marks
+        for e, edge in enumerate(self.edges):
+            k = marks[e]
+            limit = edge.limit
+            while k < n:
+                chunk = where[k] // limit
+                if chunk != edge.chunk:  # cut() at the chunk's first position
+                    edge.chunk = chunk
+                    edge.parts = [0]
+                end = bisect.bisect_left(where, (chunk + 1) * limit, k, n)
+                # the parts that fill up within [k, end)
+                while True:
+                    cut_at = min(end, k + batch_max)
+                    filled = bisect.bisect_left(
+                        list(itertools.accumulate(sizes[k:cut_at])), batch_bytes
+                    )
+                    if k + filled < cut_at:  # the output at k + filled fills the part
+                        stop = k + filled + 1
+                    elif cut_at - k >= batch_max:
+                        stop = cut_at
+                    else:
+                        break
+                    self.write_part(edge, cols, outs, where, keyed, k, stop)
+                    k = stop
+                    if k >= end:
+                        break
+                if k < end and (end < n or final):  # the chunk's last, partial part
+                    self.write_part(edge, cols, outs, where, keyed, k, end)
+                    k = end
+                if k < end:
+                    break  # held until more outputs come
+            marks[e] = k
+
+    def write_part(
+        self,
+        edge: OutEdge,
+        cols: Columns,
+        outs: list[Any],
+        where: list[int],
+        keyed: dict[int, Any],
+        a: int,
+        b: int,
+    ) -> None:
+        part = cols.pick(where[a:b], outs[a:b])
+        if keyed and any(a <= k < b for k in keyed):
+            part.metas = [keyed.get(a + j, m) for j, m in enumerate(part.meta_list())]
+        key = OutputKey(self.origin, edge.chunk, edge.parts[0], edge.index[0], self.batch)
+        edge.parts[0] += 1
+        edge.index[0] += 1
+        count = b - a
+        e = self.tally.emitted
+        e[edge.child] = e.get(edge.child, 0) + count
+        edge.outlets[0].write(part, key)
+        self.add(SLOT.EMITTED, count)
 
     def undecodable(self, inp: InputPort, batch: Batch, exc: BaseException) -> None:
         """A record that cannot be decoded, or that its transport refused to decode (its

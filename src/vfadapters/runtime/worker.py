@@ -852,7 +852,7 @@ class Worker:
         ctl = self.ctl
         cfg = self.cfg
         linger_ns = cfg.linger_s * 1e9
-        age_ns = _SEGMENT_AGE_S * 1e9
+        age_ns = int(_SEGMENT_AGE_S * 1e9)
         segment_items = cfg.batch_max * _SEGMENT_CHUNKS
         segment_bytes = cfg.batch_bytes * _SEGMENT_CHUNKS
         # one clock read per item: the emit time (the latency clock, ns) also measures
@@ -871,7 +871,11 @@ class Worker:
         add_time = emitted.append
         total = 0  # estimated bytes of the segment's items so far
         next_off = next_size = 1 << 62  # where some edge must write or cut next
-        start = waited = opened = 0
+        # the segment closes after item close_off, or once total reaches close_size, or
+        # after the clock passes deadline (its age; 0 once the source made it linger)
+        close_off = close_size = deadline = 1 << 62
+        start = waited = off = 0
+        lingers = True
         prev = wall()
         while True:
             if ctl[abort_index]:
@@ -897,7 +901,8 @@ class Worker:
                     )
                 prev = wall()
                 continue
-            nones = 0
+            if nones:
+                nones = 0
             if seg is None:
                 seg = self.open_segment(
                     position, planned.popleft() if planned else None, time.monotonic()
@@ -909,12 +914,19 @@ class Worker:
                 add_time = emitted.append
                 self.seg_marks = [(0, 0)] * len(self.edges)
                 total = waited = 0
-                opened = now
+                lingers = seg.end is None
+                if seg.end is None:
+                    close_off, close_size = segment_items - 1, segment_bytes
+                    deadline = now + age_ns
+                else:  # a segment of the last life, cut again exactly where it ended
+                    close_off, close_size, deadline = seg.end - start - 1, 1 << 62, 1 << 62
                 next_off, next_size = self.column_events(0, 0)
             off = position - start
             gap = now - prev
             if gap > _WAIT_NS:
                 waited += gap
+                if waited > linger_ns and lingers:
+                    deadline = 0  # lingered long enough: close after this item
             if off >= next_off or total >= next_size:
                 next_off, next_size = self.column_events(off, total)
                 prev = wall()  # what writing took is ours, not the source's
@@ -924,19 +936,10 @@ class Worker:
             add_time(now)
             total += len(item) + 32 if type(item) is bytes_type else estimate(item)
             position += 1
-            if seg.end is not None:
-                if position >= seg.end:  # a segment of the last life, cut again exactly
-                    self.close_columns(position, total)
-                    seg = None
-                    prev = wall()
-            elif (
-                off + 1 >= segment_items
-                or total >= segment_bytes
-                or waited > linger_ns
-                or now - opened > age_ns
-            ):
+            if off >= close_off or total >= close_size or now > deadline:
                 self.close_columns(position, total)
                 seg = None
+                close_off = close_size = deadline = 1 << 62
                 prev = wall()
         if seg is not None:
             self.seg_size = total
@@ -1146,63 +1149,100 @@ class Worker:
         reach ``batch_bytes`` and once at the end."""
         ctx, ctl = self.ctx, self.ctl
         tally = self.tally
-        consumer = self.consumer
         abort_index = CTL.ABORT
-        batch_bytes = self.cfg.batch_bytes
-        bytes_type = bytes
         payloads = cols.payloads
-        emitted = cols.emitted
+        skip, retry = _SKIP, self.retry
+        ctx._over(cols)
+        if self.consumer:
+            note = self.latencies.append
+            latency_clock = self.t.latency_clock
+            emitted = cols.emitted
+            skipped = 0
+            for i, payload in enumerate(payloads):
+                if ctl[abort_index]:
+                    raise Aborted
+                note(latency_clock() - emitted[i])  # end-to-end latency (latency.py)
+                if pass_ctx:
+                    ctx._i = i
+                    try:
+                        out = fn(payload, ctx=ctx)
+                    except Exception:
+                        out = retry(
+                            fn, True, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
+                        )
+                    ctx._keys = None
+                    if ctx._cols is None:  # the call set ctx.event_ts_ms: back on the columns
+                        ctx._over(cols)
+                else:
+                    try:
+                        out = fn(payload)
+                    except Exception:
+                        out = retry(
+                            fn, False, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
+                        )
+                if out is skip:
+                    skipped += 1
+            ctx._fix()
+            tally.outputs += len(payloads) - skipped
+            return
+        batch_bytes = self.cfg.batch_bytes
         outs: list[Any] = []
         where: list[int] = []  # each output's input position
-        sizes: list[int] = []
+        sizes: list[int] = []  # estimated bytes of outs[:len(sizes)]
         keyed: dict[int, Any] = {}  # output index -> metadata the call set (ctx)
-        add_out, add_where, add_size = outs.append, where.append, sizes.append
+        add_out, add_where = outs.append, where.append
         held = released = 0
+        countdown = 1  # outputs until the bytes held are counted again
         self.out_marks = [0] * len(self.edges)
-        ctx._over(cols)
-        note = self.latencies.append
-        latency_clock = self.t.latency_clock
-        skip, retry = _SKIP, self.retry
         for i, payload in enumerate(payloads):
             if ctl[abort_index]:
                 raise Aborted
-            ctx._i = i
-            if consumer:
-                note(latency_clock() - emitted[i])  # end-to-end latency (latency.py)
-            try:
-                out = fn(payload, ctx=ctx) if pass_ctx else fn(payload)
-            except Exception:
-                out = retry(
-                    fn, pass_ctx, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
-                )
-            if ctx._keys is not None:
-                if out is not None and out is not skip and not consumer:
-                    keyed[len(outs)] = ctx._out_metadata()
-                ctx._keys = None
-            if ctx._cols is None:  # the call set ctx.event_ts_ms: back on the columns
-                ctx._over(cols)
-            if out is skip:
-                continue
-            if consumer:
-                tally.outputs += 1
-                continue
+            if pass_ctx:
+                ctx._i = i
+                try:
+                    out = fn(payload, ctx=ctx)
+                except Exception:
+                    out = retry(
+                        fn, True, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
+                    )
+                if ctx._keys is not None:
+                    if out is not None and out is not skip:
+                        keyed[len(outs)] = ctx._out_metadata()
+                    ctx._keys = None
+                if ctx._cols is None:  # the call set ctx.event_ts_ms: back on the columns
+                    ctx._over(cols)
+            else:
+                try:
+                    out = fn(payload)
+                except Exception:
+                    out = retry(
+                        fn, False, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
+                    )
             if out is None:
                 tally.filtered += 1
                 continue
+            if out is skip:
+                continue
             add_out(out)
             add_where(i)
-            size = len(out) + 32 if type(out) is bytes_type else estimate(out)
-            add_size(size)
-            held += size
-            if held >= batch_bytes and self.edges:  # bound what is held: write what is done
-                self.write_outputs(cols, outs, where, sizes, keyed, False)
-                held = 0
-                for j in range(released, min(self.out_marks)):
-                    outs[j] = None  # written to every edge: not held any more
-                released = max(released, min(self.out_marks))
+            countdown -= 1
+            if not countdown:  # bound what is held: write the parts complete by now
+                new = _sizes(outs[len(sizes) :])
+                sizes.extend(new)
+                held += sum(new)
+                # count again after about a 16th of batch_bytes (every output when large)
+                countdown = max(1, min(256, batch_bytes * len(new) // (16 * max(1, sum(new)))))
+                if held >= batch_bytes and self.edges:
+                    self.write_outputs(cols, outs, where, sizes, keyed, False)
+                    held = 0
+                    done = min(self.out_marks)
+                    for j in range(released, done):
+                        outs[j] = None  # written to every edge: not held any more
+                    released = max(released, done)
         ctx._fix()
         tally.outputs += len(outs)
         if self.edges:
+            sizes.extend(_sizes(outs[len(sizes) :]))
             self.write_outputs(cols, outs, where, sizes, keyed, True)
 
     def write_outputs(
@@ -1610,6 +1650,13 @@ class _ProducerFailed(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _sizes(outputs: list[Any]) -> list[int]:
+    """:func:`estimate` of each output (bytes objects counted in one pass)."""
+    if set(map(type, outputs)) == {bytes}:
+        return [n + 32 for n in map(len, outputs)]
+    return [estimate(x) for x in outputs]
 
 
 def estimate(payload: Any, depth: int = 0) -> int:

@@ -78,7 +78,9 @@ def test_a_trace_digest_is_stable_short_and_tells_traces_apart() -> None:
     ("kwargs", "expected"),
     [
         ({"shared": False, "cost_ns": 0}, 1024),
-        ({"shared": False, "cost_ns": 10**9}, 1024),
+        ({"shared": False, "cost_ns": 10**9}, 5),
+        ({"shared": False, "cost_ns": 100_000}, 1024),
+        ({"shared": False, "cost_ns": 10_000_000}, 500),
         ({"shared": True, "cost_ns": 0}, SHARED_START_BATCH),
         ({"shared": True, "cost_ns": 100_000}, 20),
         ({"shared": True, "cost_ns": 2_000_000}, 1),
@@ -90,7 +92,9 @@ def test_a_trace_digest_is_stable_short_and_tells_traces_apart() -> None:
     ],
     ids=[
         "toward one consumer: the whole batch",
-        "toward one consumer, however slow",
+        "toward one consumer, 1 s an item: 5 (5 s of its work)",
+        "toward one consumer, 0.1 ms an item: the whole batch",
+        "toward one consumer, 10 ms an item: 500 (5 s)",
         "shared, cost unknown: 8",
         "shared, 0.1 ms an item: 20 (2 ms)",
         "shared, exactly 2 ms an item: 1",

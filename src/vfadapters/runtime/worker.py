@@ -86,7 +86,7 @@ _SKIP = object()
 #: between calls: 0.1 ms, doubling up to _NONE_PAUSE_MAX_S, until it emits again.
 _NONES_BEFORE_PAUSE = 8
 _NONE_PAUSE_MAX_S = 0.05
-#: a producer's segment may hold this many chunks' worth of items and of bytes
+#: a producer's segment may hold this many chunks' worth of bytes (large items)
 _SEGMENT_CHUNKS = 8
 #: a segment is written after this long whatever its source does (linger counts only
 #: the source's time; this bounds the node's own)
@@ -679,7 +679,7 @@ class Worker:
         """Call ``next()`` until StopIteration (or a stop), writing items in *segments*.
 
         A segment is a run of consecutive items cut into chunks per edge as they
-        complete; it ends at ``_SEGMENT_CHUNKS`` times ``batch_max`` items or
+        complete; it ends at ``batch_max`` items, ``_SEGMENT_CHUNKS`` times
         ``batch_bytes``, or after ``linger_s``.
         The transport stores where a segment starts and how it is cut before its
         first chunk is written, and where it ends before its last (partial) chunks
@@ -755,10 +755,10 @@ class Worker:
         ctx, ctl = self.ctx, self.ctl
         prefix = f"{self.cfg.node}:"
         linger = self.cfg.linger_s
-        # a segment holds up to _SEGMENT_CHUNKS chunks' worth of items and of bytes (each
-        # chunk stays within batch_max and batch_bytes): what a segment costs to record
-        # is paid once for them all
-        segment_items = self.cfg.batch_max * _SEGMENT_CHUNKS
+        # a segment holds up to batch_max items (what a producer holds while its source
+        # blocks) and _SEGMENT_CHUNKS chunks' worth of bytes (each chunk stays within
+        # batch_bytes): what a segment costs to record is paid once for them all
+        segment_items = self.cfg.batch_max
         segment_bytes = self.cfg.batch_bytes * _SEGMENT_CHUNKS
         clock = time.monotonic
         wall = self.t.latency_clock
@@ -853,7 +853,7 @@ class Worker:
         cfg = self.cfg
         linger_ns = cfg.linger_s * 1e9
         age_ns = int(_SEGMENT_AGE_S * 1e9)
-        segment_items = cfg.batch_max * _SEGMENT_CHUNKS
+        segment_items = cfg.batch_max
         segment_bytes = cfg.batch_bytes * _SEGMENT_CHUNKS
         # one clock read per item: the emit time (the latency clock, ns) also measures
         # how long the source made us wait (from the end of our own work on the last item)

@@ -40,6 +40,7 @@ from vfcore.runtime.broker_hosting import (
     broker_size_change,
 )
 from vfcore.runtime.delivery import (
+    ONE_CONSUMER_TARGET_S,
     SHARED_START_BATCH,
     Books,
     EdgeTally,
@@ -253,6 +254,7 @@ __all__ = [
     "MAX_SUBJECT",
     "NATS_CONFIG_DIR",
     "NODE_GONE",
+    "ONE_CONSUMER_TARGET_S",
     "PRODUCT_LABEL",
     "PULL_POLICIES",
     "ROLLOUTS",

@@ -46,6 +46,7 @@ from vfcore.errors import ERROR, Finding
 from vfcore.flow.spec import REALTIME, FlowSpec
 
 __all__ = [
+    "ONE_CONSUMER_TARGET_S",
     "SHARED_START_BATCH",
     "Books",
     "EdgeTally",
@@ -133,6 +134,10 @@ def letter_id(node: str, origin: Origin, position: int, reason: str) -> str:
     return f"d.{node}.{origin.text}.{position}.{safe}"
 
 
+#: Toward a child that does not share its input: at most this much of its work a chunk.
+ONE_CONSUMER_TARGET_S: Final = 5.0
+
+
 def batch_limit(
     *,
     shared: bool,
@@ -148,16 +153,22 @@ def batch_limit(
     fresh items, not on a long batch of stale ones): about ``target_s`` of the
     child's work, from its measured cost per item (``cost_ns``; 0 = not
     measured yet: :data:`SHARED_START_BATCH`), so that a free replica finds
-    work; otherwise ``batch_max`` (one chunk per input message in practice).
+    work; otherwise ``batch_max`` (one chunk per input message in practice),
+    but no more than :data:`ONE_CONSUMER_TARGET_S` of the child's work once
+    its cost is known: a message is acknowledged well within a broker's ack
+    wait (30 s), however slow the child and however large ``batch_max``.
     REALTIME: at most ``keep`` (a buffer keeps that many). Always within
     ``[1, batch_max]``.
 
     Worked example: a child taking 0.1 ms per item and ``target_s`` 2 ms gets
-    chunks of 20 items; one taking 50 ms gets chunks of 1.
+    chunks of 20 items when it shares work, ``batch_max`` when it does not; one
+    taking 50 ms gets chunks of 1, or 100 (5 s) when it does not share.
     """
     top = max(1, batch_max if keep is None else min(batch_max, keep))
     if not shared and keep is None:
-        return top
+        if cost_ns <= 0:
+            return top
+        return max(1, min(top, int(ONE_CONSUMER_TARGET_S * 1e9 / cost_ns)))
     if cost_ns <= 0:
         return max(1, min(top, SHARED_START_BATCH))
     return max(1, min(top, int(target_s * 1e9 / cost_ns)))

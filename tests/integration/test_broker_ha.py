@@ -72,6 +72,10 @@ def test_killing_one_server_of_three_loses_nothing_and_the_books_balance(
                 if sink.exists() and sink.stat().st_size:
                     break
                 time.sleep(0.01)
+            if not sink.exists():  # the run ended, or never reached the sink: say why
+                proc.kill()
+                _, err = proc.communicate(timeout=30)
+                pytest.fail(f"no item reached the sink (exit {proc.returncode}): {err.decode()}")
             time.sleep(0.5)  # items flow through every stream
             leaders_by_stream = cluster.stream_leaders()
             leaders = Counter(leaders_by_stream.values())

@@ -15,12 +15,16 @@ $(BIN)/python:
 # on these machines. An unpinned torch would pull a multi-GB CUDA build.
 # `make run` also installs the notebooks extra (matplotlib, jupytext): the README
 # points a new user at notebooks/capacity_planning.py right after it.
+# Our sources are compiled once here: where PYTHONDONTWRITEBYTECODE is set, every `vf`
+# process (and each broker worker's fork server) would compile them again at start.
 $(VENV)/.setup-run: pyproject.toml | $(BIN)/python
 	$(PIP) install -e '.[solver,torch,notebooks]'
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q src > /dev/null
 	touch $@
 
 $(VENV)/.setup-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install -e '.[dev,solver,notebooks,torch]'
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q src > /dev/null
 	touch $@ $(VENV)/.setup-run
 
 setup: $(VENV)/.setup-run

@@ -13,16 +13,16 @@ settlement's tally, every dead letter and the replica's counters.
 from __future__ import annotations
 
 import logging
-from array import array
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from vfadapters.broker.transport import BrokerControl
 from vfadapters.runtime import worker as worker_module
 from vfadapters.runtime.columns import Columns
-from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig, slot_base
+from vfadapters.runtime.config import SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.worker import Worker
 from vfcore import NodeSpec
 from vfcore.runtime import InputOrigin
@@ -31,22 +31,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 #: the latency clock of the fake transport (ns): steps of 1 ms
 _TICK = 1_000_000
-
-
-class _Control:
-    def __init__(self) -> None:
-        self.base = slot_base(0)
-        self.ctl = array("Q", [0] * (slot_base(1) + 8))
-        self.ctl[self.base + SLOT.ACTIVE] = 1
-
-    def stop_requested(self) -> bool:
-        return bool(self.ctl[CTL.STOP_PRODUCERS])
-
-    def aborting(self) -> bool:
-        return bool(self.ctl[CTL.ABORT])
-
-    def active(self) -> bool:
-        return True
 
 
 class _Letters:
@@ -119,7 +103,7 @@ class _Input:
 class _Transport:
     def __init__(self, node: Any, batches: list[_Batch], costs: list[int]) -> None:
         self.node = node
-        self.control = _Control()
+        self.control = BrokerControl()  # the broker's: counters in this process
         self.letters = _Letters()
         self.log: list[Any] = []
         self.settled: list[Any] = []

@@ -65,8 +65,7 @@ from typing import Any, Literal
 
 from vfadapters.local.atomic import LOG_CELLS, Cells, UndoLog
 from vfadapters.local.shm import Segment
-from vfadapters.runtime.codec import align as _align
-from vfadapters.runtime.codec import record_size
+from vfadapters.runtime.codec import align, record_size
 
 __all__ = [
     "HEADER_BYTES",
@@ -215,7 +214,7 @@ class Ring:
         progress: int = 0,
         cells: Cells | None = None,
     ) -> tuple[Ring, Segment]:
-        capacity = _align(max(capacity, 4096), 64)
+        capacity = align(max(capacity, 4096), 64)
         segment = Segment.create(handle.name, HEADER_BYTES + capacity)
         h = segment.buf[:HEADER_BYTES].cast("Q")
         h[CAP] = capacity
@@ -388,11 +387,11 @@ class Ring:
                 data[p : p + 8 * prog] = bytes(8 * prog)
                 p += 8 * prog
             struct.pack_into(f"<{1 + nb}Q", data, p, len(body), *lens)
-            p = off + _align(16 + 8 * prog + 8 * (1 + nb), 8)
+            p = off + align(16 + 8 * prog + 8 * (1 + nb), 8)
             data[p : p + len(body)] = body
             p += len(body)
             for b, n in zip(buffers, lens, strict=True):
-                p = _align(p, 64)
+                p = align(p, 64)
                 data[p : p + n] = b
                 p += n
             for segment, cell, value in also:

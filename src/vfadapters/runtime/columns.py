@@ -169,8 +169,5 @@ class Columns(Sequence[tuple[Any, ...]]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __add__(self, other: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        return [*self, *other]
-
     def __repr__(self) -> str:
         return f"Columns({list(self)!r})"

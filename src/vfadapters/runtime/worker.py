@@ -1151,8 +1151,14 @@ class Worker:
         tally = self.tally
         abort_index = CTL.ABORT
         payloads = cols.payloads
-        skip, retry = _SKIP, self.retry
+        skip = _SKIP
         ctx._over(cols)
+
+        def failed(i: int, payload: Any) -> Any:  # inside the except of a first attempt
+            return self.retry(
+                fn, pass_ctx, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
+            )
+
         if self.consumer:
             note = self.latencies.append
             latency_clock = self.t.latency_clock
@@ -1167,9 +1173,7 @@ class Worker:
                     try:
                         out = fn(payload, ctx=ctx)
                     except Exception:
-                        out = retry(
-                            fn, True, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
-                        )
+                        out = failed(i, payload)
                     ctx._keys = None
                     if ctx._cols is None:  # the call set ctx.event_ts_ms: back on the columns
                         ctx._over(cols)
@@ -1177,9 +1181,7 @@ class Worker:
                     try:
                         out = fn(payload)
                     except Exception:
-                        out = retry(
-                            fn, False, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
-                        )
+                        out = failed(i, payload)
                 if out is skip:
                     skipped += 1
             ctx._fix()
@@ -1202,9 +1204,7 @@ class Worker:
                 try:
                     out = fn(payload, ctx=ctx)
                 except Exception:
-                    out = retry(
-                        fn, True, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
-                    )
+                    out = failed(i, payload)
                 if ctx._keys is not None:
                     if out is not None and out is not skip:
                         keyed[len(outs)] = ctx._out_metadata()
@@ -1215,9 +1215,7 @@ class Worker:
                 try:
                     out = fn(payload)
                 except Exception:
-                    out = retry(
-                        fn, False, (payload,), cols.trace_id(i), position=i, envelope=cols[i]
-                    )
+                    out = failed(i, payload)
             if out is None:
                 tally.filtered += 1
                 continue

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -450,6 +451,54 @@ def test_broker_autoscale_reads_consumer_lag_grows_and_retires(
     assert len({i["replica"] for i in items}) >= 2  # the new replicas took work
 
 
+@pytest.mark.parametrize("with_ctx", [False, True], ids=["next()", "next(ctx)"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_source_that_blocks_after_a_burst_does_not_hold_the_burst(
+    transport: str, with_ctx: bool, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """300 items at once, then next() blocks until the sink holds all 300 (at most
+    20 s): the producer's thread is inside next(), so the source watch writes the open
+    segment (vfadapters/runtime/source_watch.py). Without it the burst waited for
+    next() to return: the source timed out and the test saw it."""
+    out = tmp_path / "out.jsonl"
+    waited = tmp_path / "waited"
+    signature = "self, ctx" if with_ctx else "self"
+    flow = write_flow(
+        tmp_path,
+        f"""
+        class Burst(ProducerNode):
+            def open(self):
+                self.i = 0
+
+            def next({signature}):
+                if self.i == 300:
+                    t0 = time.monotonic()
+                    seen = 0
+                    while time.monotonic() - t0 < 20.0:
+                        if os.path.exists({str(out)!r}):
+                            with open({str(out)!r}) as f:
+                                seen = sum(1 for _ in f)
+                        if seen >= 300:
+                            break
+                        time.sleep(0.02)
+                    with open({str(waited)!r}, "w") as f:
+                        f.write(f"{{seen}} {{time.monotonic() - t0:.3f}}")
+                if self.i >= 305:
+                    raise StopIteration
+                self.i += 1
+                return self.i
+
+        src = Burst(name="src")
+        flow = Flow([Record({str(out)!r}, name="sink")(src)], flow_type=BATCH)
+        """,
+    )
+    summary = run_on(transport, flow, request)
+    assert summary.status == "completed", summary.error
+    seen, took = waited.read_text().split()
+    assert int(seen) == 300, f"the sink had {seen} of the burst's 300 items after {took} s"
+    assert sorted(read_lines(out)) == list(range(1, 306))
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_node_whose_open_raises_fails_the_run_naming_it(
     transport: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -479,3 +528,67 @@ def test_a_node_whose_open_raises_fails_the_run_naming_it(
     assert doc["status"] == "failed"
     assert "broken" in doc["error"] and "model file missing" in doc["error"], doc["error"]
     assert "run-failed" in done.stderr
+
+
+def test_broker_a_batch_longer_than_ack_wait_is_said_in_progress_not_handed_out_again(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """One message of 80 items for a node taking 50 ms an item (4 s) under a 1.5 s
+    ack_wait: the replica, alive, says the message is in progress (+WPI) every
+    third of ack_wait, so the server never hands it out again — the replica's kept
+    counters show no copy of a message it held. Without it: the server handed it
+    out again after each ack_wait (copies 2)."""
+    import asyncio
+
+    import nats
+
+    from vfadapters.loading import load_runnable
+    from vfcore.runtime import broker_topology
+
+    out = tmp_path / "out.jsonl"
+    flow = write_flow(
+        tmp_path,
+        f"""
+        class Quick(ProducerNode):
+            def open(self):
+                self.i = 0
+
+            def next(self):
+                if self.i >= 80:
+                    raise StopIteration
+                self.i += 1
+                return self.i
+
+        slow = Tag("s", name="slow", sleep=0.05)(Quick(name="src"))
+        flow = Flow([Record({str(out)!r}, name="sink")(slow)], flow_type=BATCH)
+        """,
+    )
+    rid = run_id()
+    summary = run_on_broker(
+        str(flow),
+        RunOptions(progress=False, handle_signals=False),
+        BrokerRunOptions(
+            broker=nats_server.url,
+            run_id=rid,
+            keep_streams=True,
+            topology=TopologyOptions(ack_wait_s=1.5),
+        ),
+    )
+    assert summary.status == "completed", summary.error
+    assert sorted(i["x"] for i in read_lines(out)) == list(range(1, 81))
+    topo = broker_topology(load_runnable(str(flow))[1], rid)
+
+    async def stats_of_slow() -> dict[str, Any]:
+        nc = await nats.connect(nats_server.url)
+        try:
+            kv = await nc.jetstream().key_value(topo.control.bucket)
+            entry = await kv.get(topo.control.stats_key("slow", 0))
+            doc: dict[str, Any] = json.loads(entry.value or b"{}")
+            return doc
+        finally:
+            await nc.close()
+
+    doc = asyncio.run(stats_of_slow())
+    assert doc["in"]["src"]["copies"] == 0, doc["in"]
+    assert doc["in"]["src"]["redelivered"] == 0, doc["in"]
+    assert doc["progress_acks"] >= 2, doc["progress_acks"]

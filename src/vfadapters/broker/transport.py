@@ -82,6 +82,11 @@ MAX_OUTBOX_BYTES = 64 << 20
 MAX_DELIVERIES = 64
 #: deliveries queued for the next crossing to the loop thread before they are started anyway
 MAX_QUEUED = 8
+#: a message held (fetched, not yet acknowledged) by a replica that is alive is said to
+#: be in progress (``+WPI``) every third of ``ack_wait``, up to this many ``ack_wait``s
+#: in all: a long batch is not handed out again meanwhile; a replica paused, killed
+#: or stuck for longer than that lets it go (docs/broker.md)
+PROGRESS_ACK_WAITS = 20
 #: NATS's own default message limit; the server's INFO may say more or less
 DEFAULT_MAX_PAYLOAD = 1 << 20
 STATS_INTERVAL_S = 0.5
@@ -204,7 +209,11 @@ class StreamInput:
         self.redelivered = 0
         self.done_before = 0  # redelivered batches whose ledger entry existed
         self.copies = 0  # messages handed to us again while we still held them
-        self.holding: set[int] = set()  # stream sequences claimed and not yet settled
+        # stream sequences claimed and not yet settled: [message, claimed, last said in
+        # progress] (monotonic seconds), for the progress acknowledgements (keep_held)
+        self.holding: dict[int, list[Any]] = {}
+        self.buffer_since = 0.0  # when what the buffer holds was fetched
+        self.buffer_told = 0.0  # ... and last said in progress
         # one at a time when replicas share the consumer (or may be added): none hoards work
         self.batch = 1 if t.realtime or shared else 4
 
@@ -241,6 +250,7 @@ class StreamInput:
                     return False
                 return None
             self.buffer.extend(msgs)
+            self.buffer_since = self.buffer_told = time.monotonic()
         msg = self.buffer.popleft()
         seq = msg.metadata.sequence.stream
         if seq in self.holding:
@@ -295,7 +305,8 @@ class StreamInput:
             # after the server came back, a message's delivery count may have been
             # reset with the consumer's state: any of them may have been handled before
             batch.redelivered = True
-        self.holding.add(seq)
+        now = time.monotonic()
+        self.holding[seq] = [msg, now, now]
         self.held += 1
         if batch.redelivered:
             self.redelivered += batch.count
@@ -338,7 +349,7 @@ class StreamInput:
                     bt = b.tally if b.tally is not None else Tally(received=b.count)
                     t.ledger(b.origin, bt, self.parent)
         for b in batches:
-            self.holding.discard(b.origin.seq)
+            self.holding.pop(b.origin.seq, None)
         t.deliver(
             acks=[b.msg for b in batches],
             refs=[b.msg.data for b in batches if t.large is not None],
@@ -346,6 +357,25 @@ class StreamInput:
             inp=self,
             now=False,  # started by the next fetch, which crosses to the loop thread anyway
         )
+
+    async def keep_held(self, now: float, every_s: float, limit_s: float) -> int:
+        """On the loop thread: say ``+WPI`` (in progress) for each message held longer than
+        ``every_s`` since it was fetched or last said so, if it was fetched less than
+        ``limit_s`` ago; how many were said. The node's thread adds and removes held
+        messages meanwhile: each pass reads a copy."""
+        told = []
+        for entry in list(self.holding.values()):
+            msg, since, last = entry
+            if now - last >= every_s and now - since < limit_s:
+                entry[2] = now
+                told.append(msg)
+        if now - self.buffer_told >= every_s and now - self.buffer_since < limit_s:
+            self.buffer_told = now
+            told.extend(list(self.buffer))
+        for msg in told:
+            with contextlib.suppress(Exception):  # acknowledged meanwhile, or a reconnect
+                await msg.in_progress()
+        return len(told)
 
     def ended(self) -> bool:
         """Every replica of the parent is done and nothing is left for us to take."""
@@ -515,6 +545,7 @@ class BrokerTransport:
         self.broker_errors = 0
         self.last_broker_error = ""
         self.dead_letter_count = 0
+        self.progress_acks = 0  # messages said in progress (+WPI)
         self.large: Any = None
         self.max_payload = DEFAULT_MAX_PAYLOAD
         self.stats_task: Any = None
@@ -1094,6 +1125,7 @@ class BrokerTransport:
                 }
                 for e, outs in enumerate(self.outlets_)
             },
+            "progress_acks": self.progress_acks,
             "broker_errors": self.broker_errors,
             "last_broker_error": self.last_broker_error,
             "error": self.error,
@@ -1110,7 +1142,13 @@ class BrokerTransport:
         stop = self.topo.control.stop_key
         tick = 0
         ctl = self.control.ctl
+        ack_wait = self.topo.options.ack_wait_s
         while True:
+            if not self.realtime and len(self.inputs_) == 1:  # a join's halves wait by design
+                now = time.monotonic()
+                self.progress_acks += await self.inputs_[0].keep_held(
+                    now, ack_wait / 3, ack_wait * PROGRESS_ACK_WAITS
+                )
             with contextlib.suppress(Exception):
                 await self.put_stats()
             if tick % 2 == 0:

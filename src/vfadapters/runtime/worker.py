@@ -297,6 +297,15 @@ class Worker:
         self.seg_marks: list[tuple[int, int]] = []
         self.seg_size = 0
         self.out_marks: list[int] = []  # single_columns: each edge's first output not written
+        # a producer's thread takes the one token out of ``turn`` after each next() and
+        # puts it back before the next one; its SourceWatch takes it only while next()
+        # runs, to write the open segment of a source that blocks (source_watch.py)
+        self.turn: deque[bool] = deque()
+        self.watch: Any = None
+        self.next_since: float = 0  # when the current next() call began (since_clock)
+        self.since_clock: Callable[[], float] = time.monotonic
+        self.since_limit: float = cfg.linger_s
+        self.cut_by_watch = False
         # the column loops (produce_columns, single_columns) where they apply; False runs
         # every item through emit() (the reference the column loops are tested against)
         self.columns = True
@@ -718,15 +727,23 @@ class Worker:
                 "restarted: resuming at item %d (%d segment(s) cut again)", position, len(planned)
             )
         self.segment: ProducerSegment | None = None
-        if (
-            self.columns
-            and not pass_ctx
-            and not self.realtime
-            and not any(e.partitioned for e in self.edges)
-        ):
-            position = self.produce_columns(fn, position, planned)
-        else:
-            position = self.produce_envelopes(fn, pass_ctx, position, planned)
+        from vfadapters.runtime.source_watch import SourceWatch
+
+        self.watch = watch = SourceWatch(self)
+        watch.start()
+        try:
+            if (
+                self.columns
+                and not pass_ctx
+                and not self.realtime
+                and not any(e.partitioned for e in self.edges)
+            ):
+                position = self.produce_columns(fn, position, planned)
+            else:
+                position = self.produce_envelopes(fn, pass_ctx, position, planned)
+        finally:
+            watch.stop()
+        watch.raise_error()
         seg = self.segment
         stopped = bool(ctl[stop_index])
         if not stopped and (
@@ -769,22 +786,34 @@ class Worker:
         nones = 0
         emit = self.emit
         cut_at = 1 << 62
+        give_turn, take_turn = self.turn.append, self.turn.pop
+        self.since_clock, self.since_limit = clock, linger
         while True:
             if ctl[abort_index]:
                 raise Aborted
-            seg = self.segment
             if ctl[stop_index] and not planned:
                 break
             trace_id = prefix + str(position)
             ctx._begin(trace_id, None, None)
-            t0 = clock()
+            self.next_since = t0 = clock()
+            give_turn(True)  # the source may block: the watch may write the segment meanwhile
             try:
                 item = fn(ctx=ctx) if pass_ctx else fn()
             except StopIteration:
+                self.watch.take_turn()
                 break
             except Exception as exc:
+                self.watch.take_turn()
                 raise _ProducerFailed(exc) from exc
+            try:
+                take_turn()
+            except IndexError:  # the watch is writing the segment: wait for it
+                self.watch.take_turn()
             t1 = clock()
+            if self.cut_by_watch:  # the source blocked: the watch wrote the segment
+                self.cut_by_watch = False
+                self.watch.raise_error()
+            seg = self.segment
             if item is None:
                 # "nothing now": end the segment under way (unless it is one of the
                 # last life's, which must be cut again whole), then pause, so that a
@@ -876,19 +905,34 @@ class Worker:
         close_off = close_size = deadline = 1 << 62
         start = waited = off = 0
         lingers = True
+        give_turn, take_turn = self.turn.append, self.turn.pop
+        self.since_clock, self.since_limit = wall, linger_ns
         prev = wall()
         while True:
             if ctl[abort_index]:
                 raise Aborted
             if ctl[stop_index] and not planned:
                 break
+            self.next_since = prev
+            give_turn(True)  # the source may block: the watch may write the segment meanwhile
             try:
                 item = fn()
             except StopIteration:
+                self.watch.take_turn()
                 break
             except Exception as exc:
+                self.watch.take_turn()
                 raise _ProducerFailed(exc) from exc
+            try:
+                take_turn()
+            except IndexError:  # the watch is writing the segment: wait for it
+                self.watch.take_turn()
             now = wall()
+            if self.cut_by_watch:  # the source blocked: the watch wrote the segment
+                self.cut_by_watch = False
+                self.watch.raise_error()
+                seg = None
+                close_off = close_size = deadline = 1 << 62
             if item is None:
                 ctl[nones_field] += 1
                 if seg is not None and seg.end is None:
@@ -992,6 +1036,17 @@ class Worker:
         e[edge.child] = e.get(edge.child, 0) + n
         edge.outlets[0].write(cols, key)
         self.add(SLOT.EMITTED, n)
+
+    def close_waiting_segment(self) -> None:
+        """Close the open segment after the items it holds (the :class:`SourceWatch`'s
+        call, holding the turn, while the source keeps the producer's thread in next())."""
+        seg = self.segment
+        assert seg is not None
+        items = self.seg_items
+        if items is None:
+            self.close_segment(seg.start + seg.count)
+        else:
+            self.close_columns(seg.start + len(items), sum(_sizes(items)))
 
     def close_columns(self, end: int, total: int) -> None:
         """End the segment of :meth:`produce_columns` at item ``end``."""

@@ -118,6 +118,21 @@ async def api_request(
     return answer
 
 
+#: what one read of the connection takes at most (nats-py reads 32 KiB at a time, and
+#: its stream reader stops reading past twice that: a 1 MiB message took 32 reads,
+#: each a task wake-up, and about 16 pauses of the socket)
+READ_BUFFER_BYTES = 4 << 20
+
+
+def read_in_large_pieces() -> None:
+    """Make nats-py read the socket :data:`READ_BUFFER_BYTES` at a time (its module
+    constant, read at each connection and each read; it has no option for it)."""
+    import nats.aio.client
+
+    if getattr(nats.aio.client, "DEFAULT_BUFFER_SIZE", 0) < READ_BUFFER_BYTES:
+        nats.aio.client.DEFAULT_BUFFER_SIZE = READ_BUFFER_BYTES
+
+
 class Bridge:
     """An asyncio loop in a daemon thread with one NATS connection (``nc``, ``js``)."""
 
@@ -189,6 +204,7 @@ class Bridge:
         """
         import nats
 
+        read_in_large_pieces()
         # several servers of one cluster: nats://a:4222,nats://b:4222 (any of them will do;
         # nats-py also learns the cluster's other servers from the one it reaches)
         servers = [u.strip() for u in url.split(",") if u.strip()] or [url]

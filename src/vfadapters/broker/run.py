@@ -51,6 +51,7 @@ from vfadapters.broker.worker import node_config, worker_main
 from vfadapters.runtime.autoscaling import Autoscaler
 from vfadapters.runtime.config import CTL, SLOT, slot_base
 from vfadapters.runtime.options import (
+    BROKER_BATCH_MAX,
     GpuRefusedError,
     RunOptions,
     check_dead_letter_path,
@@ -532,7 +533,7 @@ class BrokerRun:
                     pod.replica,
                     retries=opts.retries,
                     linger_s=opts.linger_s,
-                    batch_max=opts.batch_max,
+                    batch_max=opts.batch_max or BROKER_BATCH_MAX,
                     log_level=opts.log_level,
                     device=pod.device,
                     devices=pod.devices,

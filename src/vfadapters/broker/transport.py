@@ -1151,9 +1151,8 @@ class BrokerTransport:
                 )
             with contextlib.suppress(Exception):
                 await self.put_stats()
-            if tick % 2 == 0:
-                with contextlib.suppress(Exception):
-                    await self.read_child_costs()
+            with contextlib.suppress(Exception):  # records toward a slow child shrink soon
+                await self.read_child_costs()
             tick += 1
             if not ctl[CTL.STOP_PRODUCERS]:
                 try:

@@ -29,6 +29,7 @@ from typing import Any
 from vfadapters.broker.credentials import BrokerCredentials
 from vfadapters.broker.transport import BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
+from vfadapters.runtime.options import BROKER_BATCH_MAX
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
 from vfcore import REALTIME, FlowSpec
 from vfcore.placement import pod_name
@@ -81,7 +82,7 @@ class WorkerOptions:
     replica: int = 0
     retries: int = 2
     linger_s: float = 0.002
-    batch_max: int = 1024
+    batch_max: int = BROKER_BATCH_MAX
     log_level: int = logging.INFO
     create_topology: bool = True
     topology: TopologyOptions = field(default_factory=TopologyOptions)
@@ -103,7 +104,7 @@ def node_config(
     *,
     retries: int,
     linger_s: float = 0.002,
-    batch_max: int = 1024,
+    batch_max: int = BROKER_BATCH_MAX,
     log_level: int = logging.INFO,
     device: str | None = None,
     devices: tuple[int, ...] = (),

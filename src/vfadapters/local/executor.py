@@ -47,6 +47,7 @@ from vfadapters.runtime.autoscaling import Autoscaler
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig, slot_base
 from vfadapters.runtime.nodes import node_blob, preload_files
 from vfadapters.runtime.options import (
+    LOCAL_BATCH_MAX,
     MAX_BUFFER_MIB,
     GpuRefusedError,
     RunOptions,
@@ -393,7 +394,7 @@ class LocalRun:
             device=pod.device,
             devices=pod.devices,
             linger_s=self.opts.linger_s,
-            batch_max=self.opts.batch_max,
+            batch_max=self.opts.batch_max or LOCAL_BATCH_MAX,
             log_level=self.opts.log_level,
         )
         journal = self.journals.get(pod.slot)

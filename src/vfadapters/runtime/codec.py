@@ -115,8 +115,10 @@ _COLUMNS = "vfc1"
 _SEP = "\0"
 
 
-def _ints(values: list[Any]) -> Any:
+def _ints(values: Sequence[Any]) -> Any:
     """Emit times (ints of the latency clock) as one signed 64-bit array when they fit."""
+    if type(values) is array and values.typecode == "q":  # a producer's own: as it is
+        return values
     try:
         return array("q", values)
     except (TypeError, OverflowError):
@@ -174,8 +176,6 @@ def _columns(body: Any) -> Columns:
     tag, n, trace_ids, ts, metas, payloads, emitted = body
     if tag != _COLUMNS:
         raise ValueError(f"not a batch body (tag {tag!r})")
-    if type(emitted) is array:
-        emitted = emitted.tolist()
     cols = Columns(payloads, emitted, ts=ts, metas=metas)
     if type(trace_ids) is tuple:
         cols.prefix, cols.first = trace_ids

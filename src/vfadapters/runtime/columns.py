@@ -35,7 +35,7 @@ class Columns(Sequence[tuple[Any, ...]]):
     def __init__(
         self,
         payloads: list[Any],
-        emitted: list[int],
+        emitted: Sequence[int],  # a list, or an int64 array (a producer's, a decoded batch's)
         *,
         ids: list[Any] | None = None,
         prefix: str = "",

@@ -18,6 +18,8 @@ from vfcore import InvalidInputError
 from vfcore.runtime import DEFAULT_REALTIME_KEEP, MAX_REALTIME_KEEP, LayoutOptions
 
 __all__ = [
+    "BROKER_BATCH_MAX",
+    "LOCAL_BATCH_MAX",
     "MAX_BUFFER_MESSAGES",
     "MAX_BUFFER_MIB",
     "GpuRefusedError",
@@ -30,6 +32,13 @@ __all__ = [
 MAX_BUFFER_MIB = 2048
 #: The most messages one input buffer may be asked to hold (``buffer_messages``).
 MAX_BUFFER_MESSAGES = 1 << 24
+#: Items one record (a ring record, a NATS message) holds at most by default, and a
+#: producer's segment: locally a record costs little, over a broker each message
+#: costs a publish, a ledger entry and an acknowledgement (docs/performance.md), so
+#: it carries more — always within ``batch_bytes``, ``linger_s`` and about 5 s of a
+#: child's work once its cost is known (``vfcore.runtime.ONE_CONSUMER_TARGET_S``).
+LOCAL_BATCH_MAX = 1024
+BROKER_BATCH_MAX = 8192
 
 
 def default_dead_letter_name(flow: str, run_id: str) -> str:
@@ -125,7 +134,8 @@ class RunOptions:
     handle_signals: bool = True
     log_level: int = logging.INFO
     linger_s: float = 0.002
-    batch_max: int = 1024
+    #: items a record holds at most; None: LOCAL_BATCH_MAX or BROKER_BATCH_MAX
+    batch_max: int | None = None
     log_sink: Callable[[int, str], None] | None = None
     gpu_inventory: tuple[Any, ...] | None = None  # tests: a fake host inventory
     stall_warning_s: float = 10.0  # warn about a node without progress this long; 0: never
@@ -136,6 +146,10 @@ class RunOptions:
 
         if not (isinstance(self.drain_timeout_s, int | float) and self.drain_timeout_s >= 0):
             raise bad("drain_timeout_s", self.drain_timeout_s, "give a number of seconds >= 0")
+        if self.batch_max is not None and not (
+            isinstance(self.batch_max, int) and 1 <= self.batch_max <= MAX_BUFFER_MESSAGES
+        ):
+            raise bad("batch_max", self.batch_max, "give a whole number of items >= 1, e.g. 1024")
         if not (isinstance(self.retries, int) and self.retries >= 0):
             raise bad("retries", self.retries, "give a whole number >= 0, e.g. 2")
         if self.gpu_policy not in ("share", "strict"):

@@ -33,6 +33,7 @@ import signal
 import sys
 import time
 import traceback
+from array import array
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,10 @@ _NONES_BEFORE_PAUSE = 8
 _NONE_PAUSE_MAX_S = 0.05
 #: a producer's segment may hold this many chunks' worth of bytes (large items)
 _SEGMENT_CHUNKS = 8
+#: a producer's first segment holds at most this many items, each next one twice as
+#: many up to batch_max: the first items reach the children (and the pipeline fills)
+#: soon, the rest in large records
+_FIRST_SEGMENT_ITEMS = 1024
 #: a segment is written after this long whatever its source does (linger counts only
 #: the source's time; this bounds the node's own)
 _SEGMENT_AGE_S = 0.05
@@ -293,7 +298,7 @@ class Worker:
         # produce_columns: the open segment's items, their emit times, each edge's
         # (first item not written, bytes before it), the segment's estimated bytes
         self.seg_items: list[Any] | None = None
-        self.seg_times: list[int] = []
+        self.seg_times: Sequence[int] = []
         self.seg_marks: list[tuple[int, int]] = []
         self.seg_size = 0
         self.out_marks: list[int] = []  # single_columns: each edge's first output not written
@@ -772,10 +777,11 @@ class Worker:
         ctx, ctl = self.ctx, self.ctl
         prefix = f"{self.cfg.node}:"
         linger = self.cfg.linger_s
-        # a segment holds up to batch_max items (what a producer holds while its source
-        # blocks) and _SEGMENT_CHUNKS chunks' worth of bytes (each chunk stays within
-        # batch_bytes): what a segment costs to record is paid once for them all
-        segment_items = self.cfg.batch_max
+        # a segment holds up to batch_max items (_FIRST_SEGMENT_ITEMS for the first, twice
+        # as many each next) and _SEGMENT_CHUNKS chunks' worth of bytes (each chunk stays
+        # within batch_bytes): what a segment costs to record is paid once for them all
+        top = self.cfg.batch_max
+        segment_items = seg_items = min(top, _FIRST_SEGMENT_ITEMS)
         segment_bytes = self.cfg.batch_bytes * _SEGMENT_CHUNKS
         clock = time.monotonic
         wall = self.t.latency_clock
@@ -831,6 +837,7 @@ class Worker:
             if seg is None:
                 seg = self.open_segment(position, planned.popleft() if planned else None, t1)
                 cut_at = self.cut_step()
+                seg_items, segment_items = segment_items, min(2 * segment_items, top)
             emitted = wall()
             ts = ctx.event_ts_ms
             if ts is None:
@@ -852,7 +859,7 @@ class Worker:
                 # whole segments; one that blocks has what it gave written after linger_s
                 seg.waited += t1 - t0
                 if (
-                    seg.count >= segment_items
+                    seg.count >= seg_items
                     or seg.size >= segment_bytes
                     or seg.waited > linger
                     or t1 - seg.opened > _SEGMENT_AGE_S
@@ -882,7 +889,8 @@ class Worker:
         cfg = self.cfg
         linger_ns = cfg.linger_s * 1e9
         age_ns = int(_SEGMENT_AGE_S * 1e9)
-        segment_items = cfg.batch_max
+        top = cfg.batch_max
+        segment_items = min(top, _FIRST_SEGMENT_ITEMS)  # doubled at each segment, up to top
         segment_bytes = cfg.batch_bytes * _SEGMENT_CHUNKS
         # one clock read per item: the emit time (the latency clock, ns) also measures
         # how long the source made us wait (from the end of our own work on the last item)
@@ -895,7 +903,7 @@ class Worker:
         nones = 0
         seg: ProducerSegment | None = None
         items: list[Any] = []
-        emitted: list[int] = []
+        emitted: Any = []
         add_item = items.append
         add_time = emitted.append
         total = 0  # estimated bytes of the segment's items so far
@@ -953,7 +961,7 @@ class Worker:
                 )
                 start = seg.start
                 items = self.seg_items = []
-                emitted = self.seg_times = []
+                emitted = self.seg_times = array("q")  # pickled as it is (codec._ints)
                 add_item = items.append
                 add_time = emitted.append
                 self.seg_marks = [(0, 0)] * len(self.edges)
@@ -964,6 +972,7 @@ class Worker:
                     deadline = now + age_ns
                 else:  # a segment of the last life, cut again exactly where it ended
                     close_off, close_size, deadline = seg.end - start - 1, 1 << 62, 1 << 62
+                segment_items = min(2 * segment_items, top)
                 next_off, next_size = self.column_events(0, 0)
             off = position - start
             gap = now - prev

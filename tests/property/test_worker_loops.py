@@ -335,6 +335,9 @@ def test_producer_columns_write_what_the_envelope_loop_writes(
 ) -> None:
     monkeypatch.setattr(worker_module, "_SEGMENT_AGE_S", 1e9)  # no segment ends by age
     monkeypatch.setattr(worker_module, "_NONES_BEFORE_PAUSE", 1 << 30)  # no sleep
+    # the first segment's size, doubled at each next one up to batch_max: both loops alike
+    first = data.draw(st.sampled_from([1, 2, 5, 1 << 20]))
+    monkeypatch.setattr(worker_module, "_FIRST_SEGMENT_ITEMS", first)
     edges = data.draw(st.integers(1, 3))
     shared = data.draw(st.booleans())
     cfg = _config(
@@ -349,4 +352,5 @@ def test_producer_columns_write_what_the_envelope_loop_writes(
     reference = _run(cfg, _Source(values), None, costs, False)
     assert ours == reference
     event(f"{sum(1 for s in reference[2] if s[0] == 'seal')} segment(s)" if values else "empty")
+    event("segments start small" if first < cfg.batch_max else "segments of batch_max")
     event("parts split within a chunk" if any(w[3] for w in reference[0]) else "one part a chunk")

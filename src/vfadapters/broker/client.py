@@ -363,9 +363,14 @@ async def _create(nc: Any, kind: str, subject: str, config: dict[str, Any]) -> N
 
 
 async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
-    """Create every stream, consumer and bucket of the run that is not there yet."""
-    streams = [config.to_dict() for config in topo.all_streams()]
-    for config in streams:
+    """Create every stream, consumer and bucket of the run that is not there yet.
+
+    The streams and buckets are asked for (and made) all at once, then the
+    consumers (each needs its stream): a run's start waits for two rounds of
+    requests, not one per object.
+    """
+
+    async def stream(config: dict[str, Any]) -> None:
         info = await api_request(nc, f"$JS.API.STREAM.INFO.{config['name']}")
         if is_not_found(info.get("error")):
             await _create(nc, "stream", f"$JS.API.STREAM.CREATE.{config['name']}", config)
@@ -377,43 +382,49 @@ async def ensure_topology(nc: Any, topo: BrokerTopology) -> None:
                 "is JetStream enabled on the server (nats-server -js)? A cluster answers "
                 "'temporarily unavailable' while it has no leader",
             )
-    for consumer in topo.consumers:
-        info = await api_request(nc, f"$JS.API.CONSUMER.INFO.{consumer.stream}.{consumer.name}")
+
+    async def consumer(c: Any) -> None:
+        info = await api_request(nc, f"$JS.API.CONSUMER.INFO.{c.stream}.{c.name}")
         if is_not_found(info.get("error")):
             await _create(
                 nc,
                 "consumer",
-                f"$JS.API.CONSUMER.CREATE.{consumer.stream}.{consumer.name}",
-                {"stream_name": consumer.stream, "config": consumer.config.to_dict()},
+                f"$JS.API.CONSUMER.CREATE.{c.stream}.{c.name}",
+                {"stream_name": c.stream, "config": c.config.to_dict()},
             )
+
     js = nc.jetstream()
     from nats.js.api import KeyValueConfig, StorageType
 
-    try:
-        await js.key_value(topo.control.bucket)
-    except Exception:
-        await js.create_key_value(
-            KeyValueConfig(
-                bucket=topo.control.bucket,
-                history=1,
-                storage=StorageType.FILE,
-                replicas=topo.options.stream_replicas,
-            )
-        )
-    if topo.control.splits:
+    async def bucket(name: str, ttl: float | None) -> None:
         try:
-            await js.key_value(topo.control.splits)
+            await js.key_value(name)
         except Exception:
-            # how an input's outputs were cut matters within the duplicate window only
             await js.create_key_value(
                 KeyValueConfig(
-                    bucket=topo.control.splits,
+                    bucket=name,
                     history=1,
                     storage=StorageType.FILE,
-                    ttl=max(topo.options.duplicate_window_s, 60.0),
                     replicas=topo.options.stream_replicas,
+                    ttl=ttl,
                 )
             )
+
+    first = [stream(config.to_dict()) for config in topo.all_streams()]
+    first.append(bucket(topo.control.bucket, None))
+    if topo.control.splits:
+        # how an input's outputs were cut matters within the duplicate window only
+        first.append(bucket(topo.control.splits, max(topo.options.duplicate_window_s, 60.0)))
+    await _all(first)
+    await _all([consumer(c) for c in topo.consumers])
+
+
+async def _all(coros: list[Any]) -> None:
+    """Await every one of ``coros`` at once; the first failure is raised once all ended."""
+    results = await asyncio.gather(*coros, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def delete_topology(

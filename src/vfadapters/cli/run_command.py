@@ -184,9 +184,10 @@ def register(sub: Any) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     if args.broker is not None:
-        # the fork server imports what workers need while this process loads the flow
-        # and the run's topology is set up (the first item arrives sooner)
-        from vfadapters.runtime.supervisor import install_forkserver
+        # the fork server imports what workers need while this process imports the
+        # same, loads the flow and sets up the run's topology (the first item arrives
+        # sooner); its module is light: started before anything heavy is imported
+        from vfadapters.runtime.forkserver import install_forkserver
 
         install_forkserver("forkserver", ("vfadapters.broker.worker", "nats"))
     from vfadapters.local import GpuRefusedError, RunOptions, run

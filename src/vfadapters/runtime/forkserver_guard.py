@@ -5,7 +5,7 @@ closed it — and each worker it forks holds that pipe. After a ``kill -9`` of t
 coordinator the fork server would wait for its workers, and the workers (whose
 parent-death signal names the fork server) for it: all of them would run on,
 orphaned, for ever. Imported by the fork server while it preloads (see
-:func:`vfadapters.runtime.supervisor.install_forkserver`), this module asks the
+:func:`vfadapters.runtime.forkserver.install_forkserver`), this module asks the
 kernel to kill the fork server when its parent, the coordinator, dies
 (``PR_SET_PDEATHSIG``, Linux); the workers' own parent-death signal then takes
 them too.
@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import os
 
+from vfadapters.runtime.forkserver import ENV
 from vfadapters.runtime.worker import set_parent_death_signal
-
-ENV = "VF_FORKSERVER_OF"
 
 
 def guard() -> bool:

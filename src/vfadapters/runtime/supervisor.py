@@ -20,16 +20,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import multiprocessing as mp
 import multiprocessing.connection as mpc
-import os
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from vfadapters.runtime.config import SLOT, slot_base
+from vfadapters.runtime.forkserver import install_forkserver, signals_ignored
 from vfadapters.runtime.state import LiveNode, Replica, RunState
 
 __all__ = [
@@ -72,67 +70,6 @@ class RunTransport(Protocol):
 CLOSE_GRACE_S = 2.0
 
 Tick = Callable[[float], None]
-
-
-def install_forkserver(method: str, preload: tuple[str, ...] = ()) -> Any:
-    """The multiprocessing context workers start from (the fork server started, signal-proof).
-
-    ``preload``: modules the fork server imports once, so that each worker forked
-    from it starts without importing them (the transport's worker module).
-    """
-    ctx = mp.get_context(method)
-    if method == "forkserver":
-        # the guard first: the fork server dies with this process, even by kill -9
-        # (vfadapters/runtime/forkserver_guard.py says why it would not otherwise)
-        ctx.set_forkserver_preload(
-            [
-                "vfadapters.runtime.forkserver_guard",
-                "__main__",
-                "numpy",
-                "vfcore",
-                "vfadapters.runtime.worker",
-                *preload,
-            ]
-        )
-        from multiprocessing import forkserver
-
-        from vfadapters.runtime.forkserver_guard import ENV
-
-        os.environ[ENV] = str(os.getpid())
-        # started with SIGINT and SIGTERM ignored (an ignored signal stays ignored
-        # across exec and fork), so that neither the fork server nor any worker it
-        # forks dies of a signal sent to the whole process group (Ctrl-C, `timeout`,
-        # systemd, Kubernetes, CI cancellation): the coordinator alone decides how
-        # to stop. (The fork server dying would take every worker with it: their
-        # parent-death signal.)
-        with signals_ignored(signal.SIGINT, signal.SIGTERM):
-            forkserver.ensure_running()
-    return ctx
-
-
-@contextlib.contextmanager
-def signals_ignored(*signums: int) -> Any:
-    """Ignore ``signums`` while a process is started (it inherits SIG_IGN), losing none.
-
-    The signals are blocked first; one that arrives while they are ignored stays
-    pending (Linux never discards a blocked signal) and is delivered when the
-    old handlers are back; one already pending is re-raised then.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    sigs = set(signums)
-    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    pending = signal.sigpending() & sigs  # setting SIG_IGN would discard these
-    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sorted(sigs)}
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        for sig in sorted(pending):
-            signal.raise_signal(sig)  # still blocked: delivered on the unblock below
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
 
 
 class Supervisor:

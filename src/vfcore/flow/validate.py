@@ -12,8 +12,6 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 from vfcore.errors import ERROR, WARNING, InvalidFlowError, Issue, Severity, sort_issues
 from vfcore.flow.gpu_mode import GPU_MODES, GpuMode, parse_gpu_mode, slice_of
 from vfcore.flow.join_policy import JoinPolicy, join_policy_parent_problems
@@ -31,6 +29,8 @@ from vfcore.flow.spec import (
 )
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from vfcore.flow.authoring import Flow
 
 __all__ = [
@@ -271,6 +271,10 @@ class _Validator:
                     )
 
     def _graph(self) -> nx.DiGraph:
+        # imported here: a process that imports vfcore and validates nothing (a worker,
+        # the fork server) does not pay networkx's 0.25 s at its start
+        import networkx as nx
+
         graph = nx.DiGraph()
         graph.add_nodes_from(sorted(self.spec.names))
         edges = sorted(
@@ -285,6 +289,8 @@ class _Validator:
         return graph
 
     def _cycles(self, graph: nx.DiGraph) -> None:
+        import networkx as nx
+
         counts = Counter(self.spec.names)
         for component in nx.strongly_connected_components(graph):
             if any(counts[name] > 1 for name in component):

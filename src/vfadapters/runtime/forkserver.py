@@ -1,0 +1,80 @@
+"""The fork server replicas start from, started as early and as cheaply as possible.
+
+Light on purpose (the standard library only): ``vf run`` starts the fork server
+before it imports the flow, vfcore or the transport, so that the fork server
+imports what workers need (:func:`install_forkserver`'s ``preload``) while this
+process does the same — the first replica then forks from a ready server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import threading
+from typing import Any
+
+__all__ = ["ENV", "install_forkserver", "signals_ignored"]
+
+#: the coordinator's pid, for the fork server's guard (vfadapters/runtime/forkserver_guard.py)
+ENV = "VF_FORKSERVER_OF"
+
+
+def install_forkserver(method: str, preload: tuple[str, ...] = ()) -> Any:
+    """The multiprocessing context workers start from (the fork server started, signal-proof).
+
+    ``preload``: modules the fork server imports once, so that each worker forked
+    from it starts without importing them (the transport's worker module).
+    """
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        # the guard first: the fork server dies with this process, even by kill -9
+        # (vfadapters/runtime/forkserver_guard.py says why it would not otherwise)
+        ctx.set_forkserver_preload(
+            [
+                "vfadapters.runtime.forkserver_guard",
+                "__main__",
+                "numpy",
+                "vfcore",
+                "vfadapters.runtime.worker",
+                *preload,
+            ]
+        )
+        from multiprocessing import forkserver
+
+        os.environ[ENV] = str(os.getpid())
+        # started with SIGINT and SIGTERM ignored (an ignored signal stays ignored
+        # across exec and fork), so that neither the fork server nor any worker it
+        # forks dies of a signal sent to the whole process group (Ctrl-C, `timeout`,
+        # systemd, Kubernetes, CI cancellation): the coordinator alone decides how
+        # to stop. (The fork server dying would take every worker with it: their
+        # parent-death signal.)
+        with signals_ignored(signal.SIGINT, signal.SIGTERM):
+            forkserver.ensure_running()
+    return ctx
+
+
+@contextlib.contextmanager
+def signals_ignored(*signums: int) -> Any:
+    """Ignore ``signums`` while a process is started (it inherits SIG_IGN), losing none.
+
+    The signals are blocked first; one that arrives while they are ignored stays
+    pending (Linux never discards a blocked signal) and is delivered when the
+    old handlers are back; one already pending is re-raised then.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = set(signums)
+    signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    pending = signal.sigpending() & sigs  # setting SIG_IGN would discard these
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sorted(sigs)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in sorted(pending):
+            signal.raise_signal(sig)  # still blocked: delivered on the unblock below
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)

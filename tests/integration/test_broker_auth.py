@@ -378,3 +378,10 @@ def test_broker_teardown_needs_the_admin_seed(secured: Secured, tmp_path: Path) 
     as_setup = run_vf(*base, "--broker-nkey-file", seed_file(tmp_path, secured.seeds["setup"]))
     assert_bad_input(as_setup, "broker-permission-denied")
     no_secret_in(secured, as_setup.stderr)
+
+
+def test_vf_worker_without_credentials_says_so_once(secured: Secured, tmp_path: Path) -> None:
+    """A refused worker prints the refusal once (the error block), not also as a log line."""
+    result = run_vf("worker", secured.flow, "--node", "src", "--broker", secured.url, "--run", "r1")
+    assert_bad_input(result, "broker-unauthorized")
+    assert result.stderr.count("broker-unauthorized") == 1, result.stderr

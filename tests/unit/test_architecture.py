@@ -173,6 +173,7 @@ LAZY_IMPORTS = {
     "vfcore.placement.scheduler",  # the scheduler model, when a plan predicts it
     "vfcore.placement.mig",  # the MIG planner, in mix mode only
     "vfcore.placement.dra.planner",  # the DRA planner, in dra mode only
+    "networkx",  # the flow's graph, when it is validated (not in workers: their start)
 }
 
 

@@ -68,6 +68,7 @@ from vfcore.runtime import (
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD",
+    "REFUSALS",
     "BrokerPlan",
     "BrokerTransport",
     "StreamInput",
@@ -97,7 +98,7 @@ _STORE_FULL_CODES = frozenset({10077, 10027, 10047})
 #: replicated: the next attempt finds it stored, or stores it) — waited out
 _IN_PROCESS_CODES = frozenset({10158})
 #: what the server refusing this replica's credentials is named (vfadapters/broker/client.py)
-_REFUSALS = ("broker-unauthorized", "broker-permission-denied", "broker-tls", "broker-credentials")
+REFUSALS = ("broker-unauthorized", "broker-permission-denied", "broker-tls", "broker-credentials")
 #: JetStream's "no message found" (a ledger lookup that finds nothing)
 _NO_MESSAGE = 10037
 
@@ -574,7 +575,7 @@ class BrokerTransport:
         try:
             self._attach(cfg)
         except InvalidInputError as exc:
-            if exc.rule == "no-jetstream" or exc.rule.startswith(_REFUSALS):
+            if exc.rule == "no-jetstream" or exc.rule.startswith(REFUSALS):
                 self.attach_error = exc  # the server is not what a run needs: bad input
             raise
 
@@ -590,7 +591,7 @@ class BrokerTransport:
                 )
                 break
             except Exception as exc:
-                refused = getattr(exc, "rule", "").startswith(_REFUSALS)  # retrying won't help
+                refused = getattr(exc, "rule", "").startswith(REFUSALS)  # retrying won't help
                 if refused or time.monotonic() >= deadline or self.control.aborting():
                     raise
                 self.bridge.close()

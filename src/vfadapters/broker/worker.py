@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vfadapters.broker.credentials import BrokerCredentials
-from vfadapters.broker.transport import BrokerPlan, BrokerTransport
+from vfadapters.broker.transport import REFUSALS, BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.options import BROKER_BATCH_MAX
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
@@ -147,6 +147,15 @@ def node_config(
     )
 
 
+#: connection failures run_worker raises again (BrokerTransport.attach_error): the CLI
+#: prints them once, as its error block
+_RAISED_AGAIN = tuple(
+    f"{kind}: {rule}"
+    for kind in ("BrokerError", "InvalidInputError")
+    for rule in ("no-jetstream", *REFUSALS)
+)
+
+
 def _print_events(name: str) -> Callable[[tuple[Any, ...]], None]:
     """``vf worker``'s events: logs and failures on stderr (no supervisor listens)."""
 
@@ -157,8 +166,8 @@ def _print_events(name: str) -> Callable[[tuple[Any, ...]], None]:
             # the node's own code gets its traceback; the transport's failures
             # (connecting, finishing) say what failed and why, without one
             own = phase not in ("connect", "finish")
-            if phase == "connect" and error.startswith("BrokerError: no-jetstream"):
-                return  # run_worker raises it, the CLI prints it once
+            if phase == "connect" and error.startswith(_RAISED_AGAIN):
+                return  # run_worker raises it (attach_error), the CLI prints it once
             sys.stderr.write(f"[{name}] failed in {phase}(): {error}\n" + (tb if own else ""))
         elif kind == "log":
             sys.stderr.write(event[2] + "\n")

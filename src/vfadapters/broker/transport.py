@@ -306,8 +306,8 @@ class StreamInput:
             # after the server came back, a message's delivery count may have been
             # reset with the consumer's state: any of them may have been handled before
             batch.redelivered = True
-        now = time.monotonic()
-        self.holding[seq] = [msg, now, now]
+        # fetched with the buffer, and said in progress with it until now
+        self.holding[seq] = [msg, self.buffer_since, self.buffer_told]
         self.held += 1
         if batch.redelivered:
             self.redelivered += batch.count
@@ -1146,10 +1146,10 @@ class BrokerTransport:
         ack_wait = self.topo.options.ack_wait_s
         while True:
             if not self.realtime and len(self.inputs_) == 1:  # a join's halves wait by design
-                now = time.monotonic()
-                self.progress_acks += await self.inputs_[0].keep_held(
-                    now, ack_wait / 3, ack_wait * PROGRESS_ACK_WAITS
-                )
+                with contextlib.suppress(Exception):
+                    self.progress_acks += await self.inputs_[0].keep_held(
+                        time.monotonic(), ack_wait / 3, ack_wait * PROGRESS_ACK_WAITS
+                    )
             with contextlib.suppress(Exception):
                 await self.put_stats()
             with contextlib.suppress(Exception):  # records toward a slow child shrink soon

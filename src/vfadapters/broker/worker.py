@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vfadapters.broker.credentials import BrokerCredentials
-from vfadapters.broker.transport import REFUSALS, BrokerPlan, BrokerTransport
+from vfadapters.broker.transport import BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.options import BROKER_BATCH_MAX
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
@@ -147,17 +147,12 @@ def node_config(
     )
 
 
-#: connection failures run_worker raises again (BrokerTransport.attach_error): the CLI
-#: prints them once, as its error block
-_RAISED_AGAIN = tuple(
-    f"{kind}: {rule}"
-    for kind in ("BrokerError", "InvalidInputError")
-    for rule in ("no-jetstream", *REFUSALS)
-)
-
-
-def _print_events(name: str) -> Callable[[tuple[Any, ...]], None]:
-    """``vf worker``'s events: logs and failures on stderr (no supervisor listens)."""
+def _print_events(
+    name: str, raised_again: Callable[[], bool] = lambda: False
+) -> Callable[[tuple[Any, ...]], None]:
+    """``vf worker``'s events: logs and failures on stderr (no supervisor listens).
+    ``raised_again``: whether the failure to connect is one run_worker raises again
+    (``BrokerTransport.attach_error``: the CLI prints it once, as its error block)."""
 
     def events(event: tuple[Any, ...]) -> None:
         kind = event[0]
@@ -166,7 +161,7 @@ def _print_events(name: str) -> Callable[[tuple[Any, ...]], None]:
             # the node's own code gets its traceback; the transport's failures
             # (connecting, finishing) say what failed and why, without one
             own = phase not in ("connect", "finish")
-            if phase == "connect" and error.startswith(_RAISED_AGAIN):
+            if phase == "connect" and raised_again():
                 return  # run_worker raises it (attach_error), the CLI prints it once
             sys.stderr.write(f"[{name}] failed in {phase}(): {error}\n" + (tb if own else ""))
         elif kind == "log":
@@ -211,7 +206,9 @@ def run_worker(spec: FlowSpec, node_obj: Any, node: str, opts: WorkerOptions) ->
         run_key=opts.run_key,
         credentials=(opts.credentials or BrokerCredentials()).for_role(topo, node_role(node)),
     )
-    transport = BrokerTransport(plan, topo, node_obj, _print_events(cfg.pod))
+    transport = BrokerTransport(
+        plan, topo, node_obj, _print_events(cfg.pod, lambda: transport.attach_error is not None)
+    )
     if opts.parent_death:
         set_parent_death_signal()
     is_join = len(cfg.parents) > 1

@@ -819,6 +819,7 @@ class Worker:
             if self.cut_by_watch:  # the source blocked: the watch wrote the segment
                 self.cut_by_watch = False
                 self.watch.raise_error()
+                t0 = t1  # the wait is accounted for: the next segment starts afresh
             seg = self.segment
             if item is None:
                 # "nothing now": end the segment under way (unless it is one of the
@@ -941,6 +942,7 @@ class Worker:
                 self.watch.raise_error()
                 seg = None
                 close_off = close_size = deadline = 1 << 62
+                prev = now  # the wait is accounted for: the next segment starts afresh
             if item is None:
                 ctl[nones_field] += 1
                 if seg is not None and seg.end is None:

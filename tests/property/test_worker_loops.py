@@ -354,3 +354,36 @@ def test_producer_columns_write_what_the_envelope_loop_writes(
     event(f"{sum(1 for s in reference[2] if s[0] == 'seal')} segment(s)" if values else "empty")
     event("segments start small" if first < cfg.batch_max else "segments of batch_max")
     event("parts split within a chunk" if any(w[3] for w in reference[0]) else "one part a chunk")
+
+
+class _Hundreds(_Source):
+    """``n`` distinct 100-byte items (what the broker benchmark's source gives)."""
+
+    def next(self) -> Any:
+        if self.i >= len(self.values):
+            raise StopIteration
+        self.i += 1
+        return b"%0100d" % self.i
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["columns", "envelopes"])
+def test_a_segment_ends_where_a_part_ends_not_with_a_short_part(
+    columns: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over a broker a segment holds up to 8,192 items and a part 1 MiB: 8,192 items of
+    100 bytes (132 estimated) are just over 1 MiB, so a segment of them used to be
+    written as 7,944 items and a 248-item part — two messages on every edge where one
+    would do. A segment now ends with the part that filled, when another as long would
+    not fit in it: one message a segment."""
+    monkeypatch.setattr(worker_module, "_SEGMENT_AGE_S", 1e9)
+    cfg = _config("producer", 2, 8192, 1 << 20, False)  # one replica a child: chunks of 8,192
+    n = 40_000
+    writes, _, segments, _, _ = _run(cfg, _Hundreds([0] * n), None, [0, 0], columns)
+    seals = [(start, end) for kind, start, end in segments if kind == "seal"]
+    assert sum(end - start for start, end in seals) == n
+    per_edge = [[len(w[6]) for w in writes if w[0] == e] for e in (0, 1)]
+    for sizes in per_edge:
+        assert sizes == [end - start for start, end in seals]  # one part a segment
+    # the ramp (1,024, 2,048, 4,096 items), then parts that filled 1 MiB, then the rest
+    assert per_edge[0][:3] == [1024, 2048, 4096]
+    assert set(per_edge[0][3:-1]) == {7944}

@@ -311,6 +311,8 @@ class Worker:
         self.since_clock: Callable[[], float] = time.monotonic
         self.since_limit: float = cfg.linger_s
         self.cut_by_watch = False
+        # emit(): the items and bytes of the longest part the last item filled by bytes
+        self.filled = self.filled_bytes = 0
         # the column loops (produce_columns, single_columns) where they apply; False runs
         # every item through emit() (the reference the column loops are tested against)
         self.columns = True
@@ -623,7 +625,11 @@ class Worker:
             buf.append(env)
             edge.positions[idx].append(position)
             bytes_ = edge.sizes[idx] = edge.sizes[idx] + size
-            if bytes_ >= cfg.batch_bytes or len(buf) >= cfg.batch_max:
+            if bytes_ >= cfg.batch_bytes:
+                if len(buf) > self.filled:  # a producer ends its segment at a part's end
+                    self.filled, self.filled_bytes = len(buf), bytes_
+                self.write_chunk(edge, idx)
+            elif len(buf) >= cfg.batch_max:
                 self.write_chunk(edge, idx)
         return size
 
@@ -852,6 +858,9 @@ class Worker:
             )
             position += 1
             seg.count += 1
+            filled = self.filled  # the items of the longest part this item filled (bytes)
+            if filled:
+                self.filled = 0
             if seg.end is not None:
                 if position >= seg.end:  # a segment of the last life, cut again exactly
                     self.close_segment(position)
@@ -861,6 +870,15 @@ class Worker:
                 seg.waited += t1 - t0
                 if (
                     seg.count >= seg_items
+                    # a part just filled by bytes and another as long would not fit: end
+                    # here, not with a short last part (a message of its own on each edge)
+                    or (
+                        filled
+                        and (
+                            seg.count + filled > seg_items
+                            or seg.size + self.filled_bytes > segment_bytes
+                        )
+                    )
                     or seg.size >= segment_bytes
                     or seg.waited > linger
                     or t1 - seg.opened > _SEGMENT_AGE_S
@@ -909,6 +927,7 @@ class Worker:
         add_time = emitted.append
         total = 0  # estimated bytes of the segment's items so far
         next_off = next_size = 1 << 62  # where some edge must write or cut next
+        low = (0, 0)  # (bytes, offset) before the pending items of the edge that fills first
         # the segment closes after item close_off, or once total reaches close_size, or
         # after the clock passes deadline (its age; 0 once the source made it linger)
         close_off = close_size = deadline = 1 << 62
@@ -975,7 +994,7 @@ class Worker:
                 else:  # a segment of the last life, cut again exactly where it ended
                     close_off, close_size, deadline = seg.end - start - 1, 1 << 62, 1 << 62
                 segment_items = min(2 * segment_items, top)
-                next_off, next_size = self.column_events(0, 0)
+                next_off, next_size, low = self.column_events(0, 0)
             off = position - start
             gap = now - prev
             if gap > _WAIT_NS:
@@ -983,7 +1002,7 @@ class Worker:
                 if waited > linger_ns and lingers:
                     deadline = 0  # lingered long enough: close after this item
             if off >= next_off or total >= next_size:
-                next_off, next_size = self.column_events(off, total)
+                next_off, next_size, low = self.column_events(off, total)
                 prev = wall()  # what writing took is ours, not the source's
             else:
                 prev = now
@@ -991,7 +1010,18 @@ class Worker:
             add_time(now)
             total += len(item) + 32 if type(item) is bytes_type else estimate(item)
             position += 1
-            if off >= close_off or total >= close_size or now > deadline:
+            if (
+                off >= close_off
+                or total >= close_size
+                or now > deadline
+                # a part just filled (bytes) and another as long would not fit: end here,
+                # not with a short last part (a message of its own on every edge)
+                or (
+                    total >= next_size
+                    and lingers
+                    and (off + 1 - low[1] > close_off - off or 2 * total - low[0] > close_size)
+                )
+            ):
                 self.close_columns(position, total)
                 seg = None
                 close_off = close_size = deadline = 1 << 62
@@ -1000,15 +1030,18 @@ class Worker:
             self.seg_size = total
         return position
 
-    def column_events(self, off: int, total: int) -> tuple[int, int]:
+    def column_events(self, off: int, total: int) -> tuple[int, int, tuple[int, int]]:
         """Before the segment's item ``off`` is taken in (``total``: the estimated bytes
         of the items before it): write each edge's pending items that :meth:`emit` would
         have written by now, start the chunks :meth:`cut` would; then the next offset
-        and total at which some edge must act again."""
+        and total at which some edge must act again, and the first pending item of the
+        edge that reaches ``batch_bytes`` first (the longest part that fills by bytes),
+        as (estimated bytes before it, offset)."""
         cfg = self.cfg
         batch_max, batch_bytes = cfg.batch_max, cfg.batch_bytes
         marks = self.seg_marks
         next_off = next_size = 1 << 62
+        low = (1 << 62, 0)
         for e, edge in enumerate(self.edges):
             mark, mark_size = marks[e]
             if off > mark and (total - mark_size >= batch_bytes or off - mark >= batch_max):
@@ -1024,7 +1057,8 @@ class Worker:
             marks[e] = (mark, mark_size)
             next_off = min(next_off, mark + batch_max, (off // limit + 1) * limit)
             next_size = min(next_size, mark_size + batch_bytes)
-        return next_off, next_size
+            low = min(low, (mark_size, mark))
+        return next_off, next_size, low
 
     def write_columns(self, edge: OutEdge, a: int, b: int) -> None:
         """Write the segment's items ``a`` to ``b`` to ``edge`` (one outlet) as one part."""

@@ -342,7 +342,8 @@ class LargePayloads:
                     + (f" (server status {status})" if status else "")
                     + "; it was deleted or purged (a duplicate delivery after delete()?)"
                 )
-            out[start : start + want] = data
+            with memoryview(out) as view:  # out[a:b] = bytes copies the bytes first
+                view[start : start + want] = data
 
         await asyncio.gather(*(one(i) for i in range(r.chunks)))
         return out

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vfadapters.broker.sealing import SEAL_BYTES, RecordSealer
-from vfadapters.runtime.codec import decode, encode, record_size
+from vfadapters.runtime.codec import decode, encode_chunks, record_size
 from vfadapters.runtime.columns import Columns
 
 __all__ = ["MAGIC", "pack", "unpack"]
@@ -32,21 +32,30 @@ def pack(
     domain: str = "",
 ) -> bytearray:
     """The record of ``envelopes`` (one NATS message body), sealed for ``domain``
-    when a ``sealer`` is given (the seal follows the record: no copy)."""
-    body, buffers = encode(envelopes)
-    lengths = [len(body), *(b.nbytes for b in buffers)]
-    size = record_size(len(body), lengths[1:])
+    when a ``sealer`` is given (the seal follows the record).
+
+    The body's pieces and each buffer are copied once, into a record allocated at
+    its size (through a view: a bytearray's own slice assignment copies a ``bytes``
+    value before it copies it in)."""
+    chunks, buffers = encode_chunks(envelopes)
+    body_len = sum(map(len, chunks))
+    lengths = [body_len, *(b.nbytes for b in buffers)]
+    size = record_size(body_len, lengths[1:])
     out = bytearray(size + (SEAL_BYTES if sealer is not None else 0))
+    view = memoryview(out)
     _HEADER.pack_into(out, 0, MAGIC, len(envelopes), len(buffers), 0)
     struct.pack_into(f"<{len(lengths)}Q", out, 16, *lengths)
     p = (16 + 8 * len(lengths) + 7) & ~7
-    out[p : p + len(body)] = body
-    p += len(body)
+    for chunk in chunks:
+        n = len(chunk)
+        view[p : p + n] = chunk
+        p += n
     for buf in buffers:
         p = (p + 63) & ~63
         n = buf.nbytes
-        out[p : p + n] = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
+        view[p : p + n] = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
         p += n
+    view.release()
     if sealer is not None:
         sealer.seal(out, size, domain)
     return out

@@ -97,7 +97,7 @@ class RecordSealer:
         self.counter = 0
         self.aeads: dict[str, Any] = {}
 
-    def seal(self, out: bytearray, size: int, domain: str) -> None:
+    def seal(self, out: bytearray | memoryview, size: int, domain: str) -> None:
         """Write the trailer of ``out[:size]`` into ``out[size:size + SEAL_BYTES]``."""
         aead = self.aeads.get(domain)
         if aead is None:
@@ -109,7 +109,8 @@ class RecordSealer:
     def sealed_copy(self, record: bytes | bytearray | memoryview, domain: str) -> bytearray:
         """``record`` (without a trailer) sealed for ``domain``: a copy."""
         out = bytearray(len(record) + SEAL_BYTES)
-        out[: len(record)] = record
+        with memoryview(out) as view:  # out[a:b] = bytes copies the bytes first
+            view[: len(record)] = record
         self.seal(out, len(record), domain)
         return out
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from vfadapters.broker.transport import BrokerControl
-from vfadapters.runtime import worker as worker_module
+from vfadapters.runtime import producer_loop
 from vfadapters.runtime.columns import Columns
 from vfadapters.runtime.config import SLOT, EdgePlan, NodeConfig
 from vfadapters.runtime.worker import Worker
@@ -333,11 +333,11 @@ def test_one_parent_columns_write_what_the_envelope_loop_writes(data: Any) -> No
 def test_producer_columns_write_what_the_envelope_loop_writes(
     data: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker_module, "_SEGMENT_AGE_S", 1e9)  # no segment ends by age
-    monkeypatch.setattr(worker_module, "_NONES_BEFORE_PAUSE", 1 << 30)  # no sleep
+    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)  # no segment ends by age
+    monkeypatch.setattr(producer_loop, "_NONES_BEFORE_PAUSE", 1 << 30)  # no sleep
     # the first segment's size, doubled at each next one up to batch_max: both loops alike
     first = data.draw(st.sampled_from([1, 2, 5, 1 << 20]))
-    monkeypatch.setattr(worker_module, "_FIRST_SEGMENT_ITEMS", first)
+    monkeypatch.setattr(producer_loop, "_FIRST_SEGMENT_ITEMS", first)
     edges = data.draw(st.integers(1, 3))
     shared = data.draw(st.booleans())
     cfg = _config(
@@ -375,7 +375,7 @@ def test_a_segment_ends_where_a_part_ends_not_with_a_short_part(
     written as 7,944 items and a 248-item part — two messages on every edge where one
     would do. A segment now ends with the part that filled, when another as long would
     not fit in it: one message a segment."""
-    monkeypatch.setattr(worker_module, "_SEGMENT_AGE_S", 1e9)
+    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)
     cfg = _config("producer", 2, 8192, 1 << 20, False)  # one replica a child: chunks of 8,192
     n = 40_000
     writes, _, segments, _, _ = _run(cfg, _Hundreds([0] * n), None, [0, 0], columns)

@@ -1,7 +1,7 @@
 """A producer never holds what its source gave while the source makes it wait.
 
-A producer writes its items in segments (:meth:`Worker.run_producer
-<vfadapters.runtime.worker.Worker.run_producer>`), and a segment is written
+A producer writes its items in segments (:meth:`ProducerLoops.run_producer
+<vfadapters.runtime.producer_loop.ProducerLoops.run_producer>`), and a segment is written
 when it is full, old, or when the source made the producer wait longer than
 ``linger_s`` — but the producer's own thread learns that the source made it
 wait only when ``next()`` returns. A source that gives a burst and then blocks

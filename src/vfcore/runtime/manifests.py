@@ -57,11 +57,9 @@ through a rendered flow; in short:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from vfcore.cluster import GPU_PRESENT_LABEL, Toleration
+from vfcore.cluster import GPU_PRESENT_LABEL
 from vfcore.flow.gpu_mode import GpuMode
 from vfcore.flow.names import physical_name
 from vfcore.flow.spec import REALTIME, FlowSpec, NodeSpec
@@ -69,7 +67,34 @@ from vfcore.flow.validate import require_valid
 from vfcore.placement.claims import PodRequest, pod_requests
 from vfcore.placement.demand import AutoscalingOptions, autoscaling_rejections, node_shapes
 from vfcore.quantity import format_quantity
-from vfcore.runtime.pod_options import SCRATCH_PATH, WorkerVolume, volumes_of
+from vfcore.runtime.broker_manifests import (
+    broker_name,
+    broker_objects,
+    credentials_secret,
+    network_policies,
+    setup_job,
+)
+from vfcore.runtime.manifest_parts import (
+    CLAIM_NAME,
+    SCRATCH_VOLUME,
+    ManifestContext,
+    base_env,
+    component_of,
+    container_security,
+    credentials_secret_name,
+    mount_of,
+    object_meta,
+    pod_spec_of,
+    run_labels,
+    selector_of,
+    stream_replicas,
+    stream_replicas_args,
+    user_mount,
+    user_volume,
+    with_pod_settings,
+    worker_credentials,
+)
+from vfcore.runtime.pod_options import SCRATCH_PATH, volumes_of
 from vfcore.runtime.render_options import (
     BROKER_CLIENT_PORT,
     BROKER_MONITOR_PORT,
@@ -78,30 +103,17 @@ from vfcore.runtime.render_options import (
     DEFAULT_FLOW_PATH,
     DEFAULT_UID,
     MANAGED_BY,
-    PRODUCT_LABEL,
-    WORKLOAD_NAME_MAX,
     RenderOptions,
     flow_label,
     mig_choices,
     object_name,
     render_error,
     run_selector,
-    short_object_name,
 )
 from vfcore.runtime.run_security import (
-    BROKER_ROUTE_PORT,
-    CONFIG_KEY,
     CREDENTIALS_DIR,
-    NATS_CONFIG_DIR,
-    RUN_KEY,
-    SETUP_DIR,
-    BrokerCluster,
-    node_items,
-    secret_data,
-    secret_volume,
-    setup_items,
 )
-from vfcore.runtime.topology import BrokerTopology, broker_topology
+from vfcore.runtime.topology import broker_topology
 from vfcore.scaling.keda import KedaScaler
 
 __all__ = [
@@ -127,227 +139,8 @@ __all__ = [
 # -- rendering -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Ctx:
-    spec: FlowSpec
-    opts: RenderOptions
-    flow: str
-    broker_url: str
-    monitoring: str
-    scaled: tuple[str, ...]
-    secret: str  # the run's credentials Secret
-    in_cluster: bool  # the broker is rendered here (and accepts only the run's keys)
-
-
-def _labels(
-    ctx: _Ctx, component: str, node: str | None = None, k8s: str | None = None
-) -> dict[str, str]:
-    out = {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/part-of": ctx.flow,
-        "app.kubernetes.io/instance": ctx.opts.run_id,
-        "app.kubernetes.io/component": component,
-        "vfcore.io/flow": ctx.flow,
-        "vfcore.io/run": ctx.opts.run_id,
-    }
-    if node is not None and k8s is not None:
-        out["app.kubernetes.io/name"] = k8s
-        out["vfcore.io/node"] = physical_name(node, flow=ctx.spec.name, run=ctx.opts.run_id).k8s
-    return dict(sorted(out.items()))
-
-
-def _selector(labels: Mapping[str, str]) -> dict[str, str]:
-    keys = (
-        "app.kubernetes.io/instance",
-        "app.kubernetes.io/name",
-        "vfcore.io/flow",
-        "app.kubernetes.io/component",
-    )
-    return {k: labels[k] for k in keys if k in labels}
-
-
-def _meta(ctx: _Ctx, name: str, labels: dict[str, str], node: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": ctx.opts.namespace, "labels": labels}
-    annotations = {"vfcore.io/flow-name": ctx.spec.name}
-    if node is not None:
-        annotations["vfcore.io/node-name"] = node
-    meta["annotations"] = annotations
-    return meta
-
-
-def _component(node: NodeSpec) -> str:
-    if node.is_producer:
-        return "producer"
-    if node.is_consumer:
-        return "consumer"
-    return "processor"
-
-
-def _pod_security(uid: int) -> dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": uid,
-        "runAsGroup": uid,
-        "fsGroup": uid,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def _container_security() -> dict[str, Any]:
-    return {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
-def _toleration(t: Toleration) -> dict[str, Any]:
-    out: dict[str, Any] = {"operator": t.operator}
-    if t.key is not None:
-        out["key"] = t.key
-    if t.operator == "Equal":
-        out["value"] = t.value
-    if t.effect is not None:
-        out["effect"] = t.effect
-    return out
-
-
-def _base_env(ctx: _Ctx) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [
-        {"name": "VF_BROKER_URL", "value": ctx.broker_url},
-        {"name": "VF_RUN", "value": ctx.opts.run_id},
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-    ]
-    env.extend({"name": n, "value": v} for n, v in ctx.opts.env)
-    return env
-
-
-def credentials_secret_name(flow: str, run_id: str) -> str:
-    """The name of run ``run_id``'s credentials Secret (docs/security.md)."""
-    # "\0" cannot start a node name a person types, and the hash covers the exact text
-    return short_object_name(physical_name("\0credentials", flow=flow, run=run_id).k8s)
-
-
-def _worker_credentials(ctx: _Ctx, node: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The worker container's env and mount: its node's seed (an in-cluster broker) and the
-    run key, from the run's Secret; and the volume holding only those two keys."""
-    env = []
-    if ctx.in_cluster:
-        env.append({"name": "VF_BROKER_NKEY_FILE", "value": f"{CREDENTIALS_DIR}/node.nk"})
-    env.append({"name": "VF_RUN_KEY_FILE", "value": f"{CREDENTIALS_DIR}/{RUN_KEY}"})
-    items = node_items(node, flow=ctx.spec.name, run_id=ctx.opts.run_id, with_seed=ctx.in_cluster)
-    return env, secret_volume("vf-credentials", ctx.secret, items)
-
-
-def _setup_credentials(ctx: _Ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The setup container's env and volume: the setup role's seed and the run key."""
-    env = []
-    if ctx.in_cluster:
-        env.append({"name": "VF_BROKER_NKEY_FILE", "value": f"{SETUP_DIR}/setup.nk"})
-    env.append({"name": "VF_RUN_KEY_FILE", "value": f"{SETUP_DIR}/{RUN_KEY}"})
-    return env, secret_volume(
-        "vf-setup-credentials", ctx.secret, setup_items(with_seed=ctx.in_cluster)
-    )
-
-
-def _mount(volume: str, path: str) -> dict[str, Any]:
-    return {"name": volume, "mountPath": path, "readOnly": True}
-
-
-#: The pod volume of ``--scratch`` (an emptyDir with its sizeLimit).
-SCRATCH_VOLUME = "vf-scratch"
-
-
-def _user_volume(v: WorkerVolume) -> dict[str, Any]:
-    """A pod volume of ``--mount-pvc``, ``--mount-configmap`` or ``--mount-secret``."""
-    if v.kind == "pvc":
-        source: dict[str, Any] = {"claimName": v.source}
-        if v.read_only:
-            source["readOnly"] = True
-        return {"name": v.volume_name, "persistentVolumeClaim": source}
-    if v.kind == "configmap":
-        return {"name": v.volume_name, "configMap": {"name": v.source}}
-    return {"name": v.volume_name, "secret": {"secretName": v.source}}
-
-
-def _user_mount(v: WorkerVolume) -> dict[str, Any]:
-    mount: dict[str, Any] = {"name": v.volume_name, "mountPath": v.path}
-    if v.read_only:
-        mount["readOnly"] = True
-    return mount
-
-
-def _with_pod_settings(obj: dict[str, Any], opts: RenderOptions) -> dict[str, Any]:
-    """``--priority-class`` and ``--image-pull-secret`` on the pod template of every
-    workload of the run (the broker's too: its image may come from the same registry,
-    and it should not be preempted before the workers it serves)."""
-    template = obj.get("spec", {}).get("template") if obj.get("kind") in _WORKLOADS else None
-    if template is None:
-        return obj
-    pod = template["spec"]
-    if opts.priority_class is not None:
-        pod["priorityClassName"] = opts.priority_class
-    if opts.image_pull_secrets:
-        pod["imagePullSecrets"] = [{"name": n} for n in opts.image_pull_secrets]
-    return obj
-
-
-_WORKLOADS = ("Job", "Deployment", "StatefulSet")
-
-
-def _pod_spec(
-    ctx: _Ctx,
-    container: dict[str, Any],
-    *,
-    restart: str,
-    gpu: bool,
-    product: str | None = None,
-    claim_template: str | None = None,
-    volumes: tuple[dict[str, Any], ...] = (),
-) -> dict[str, Any]:
-    opts = ctx.opts
-    spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "restartPolicy": restart,
-        "securityContext": _pod_security(opts.uid),
-        "containers": [container],
-    }
-    pod_volumes = list(volumes)
-    if container["name"] == "worker":
-        # Workers run --no-create: this makes sure the topology exists first, whatever
-        # order the objects were applied in. It requests nothing, so the pod requests
-        # exactly what the planner packed (a pod's request is the max of init and sum).
-        # It alone mounts the setup role's key: the worker's container never sees it.
-        init = _setup_container(ctx, "topology", wait_s=300)
-        init["image"] = container["image"]  # --image-override: the node's own image
-        env, volume = _setup_credentials(ctx)
-        init["env"] = [*init["env"], *env]
-        init["volumeMounts"] = [_mount(volume["name"], SETUP_DIR)]
-        pod_volumes.append(volume)
-        spec["initContainers"] = [init]
-    if pod_volumes:
-        spec["volumes"] = pod_volumes
-    if gpu:
-        selector = {opts.gpu_node_selector[0]: opts.gpu_node_selector[1]}
-        if product is not None:
-            selector[PRODUCT_LABEL] = product
-        if claim_template is None or opts.gpu_node_selector != GPU_PRESENT_LABEL:
-            spec["nodeSelector"] = dict(sorted(selector.items()))
-        if claim_template is not None:
-            spec["resourceClaims"] = [
-                {"name": CLAIM_NAME, "resourceClaimTemplateName": claim_template}
-            ]
-        if opts.gpu_toleration is not None:
-            spec["tolerations"] = [_toleration(opts.gpu_toleration)]
-        if opts.gpu_runtime_class is not None:
-            spec["runtimeClassName"] = opts.gpu_runtime_class
-    return spec
-
-
 def _worker_container(
-    ctx: _Ctx, node: NodeSpec, pod: PodRequest
+    ctx: ManifestContext, node: NodeSpec, pod: PodRequest
 ) -> tuple[dict[str, Any], str | None]:
     opts = ctx.opts
     args = [
@@ -360,7 +153,7 @@ def _worker_container(
         "--run",
         opts.run_id,
         "--no-create",
-        *_stream_replicas_args(ctx),  # the large-payload bucket a worker creates
+        *stream_replicas_args(ctx),  # the large-payload bucket a worker creates
     ]
     if ctx.scaled:
         args += ["--scalable", ",".join(ctx.scaled)]
@@ -376,19 +169,19 @@ def _worker_container(
     if pod.slice == "mig":
         resource, product = dict(opts.mig)[node.name]
         limits[resource] = "1"
-    env, _ = _worker_credentials(ctx, node.name)
+    env, _ = worker_credentials(ctx, node.name)
     container: dict[str, Any] = {
         "name": "worker",
         "image": dict(opts.image_overrides).get(node.name, opts.image),
         "command": ["vf"],
         "args": args,
-        "env": [*_base_env(ctx), *env],
+        "env": [*base_env(ctx), *env],
         "volumeMounts": [
-            _mount("vf-credentials", CREDENTIALS_DIR),
-            *(_user_mount(v) for v in volumes_of(opts.volumes, node.name)),
+            mount_of("vf-credentials", CREDENTIALS_DIR),
+            *(user_mount(v) for v in volumes_of(opts.volumes, node.name)),
             *([{"name": SCRATCH_VOLUME, "mountPath": SCRATCH_PATH}] if opts.scratch else []),
         ],
-        "securityContext": _container_security(),
+        "securityContext": container_security(),
     }
     if opts.image_pull_policy is not None:
         container["imagePullPolicy"] = opts.image_pull_policy
@@ -405,16 +198,16 @@ def _worker_container(
 
 
 def _node_objects(
-    ctx: _Ctx, node: NodeSpec, replicas: int, workload: str, pod: PodRequest
+    ctx: ManifestContext, node: NodeSpec, replicas: int, workload: str, pod: PodRequest
 ) -> list[dict[str, Any]]:
     opts = ctx.opts
     name = object_name(ctx.spec.name, opts.run_id, node.name)
-    labels = _labels(ctx, _component(node), node.name, name)
-    selector = _selector(labels)
+    labels = run_labels(ctx, component_of(node), node.name, name)
+    selector = selector_of(labels)
     container, product = _worker_container(ctx, node, pod)
     volumes = (
-        _worker_credentials(ctx, node.name)[1],
-        *(_user_volume(v) for v in volumes_of(opts.volumes, node.name)),
+        worker_credentials(ctx, node.name)[1],
+        *(user_volume(v) for v in volumes_of(opts.volumes, node.name)),
         *(
             [{"name": SCRATCH_VOLUME, "emptyDir": {"sizeLimit": opts.scratch}}]
             if opts.scratch
@@ -441,7 +234,7 @@ def _node_objects(
             "backoffLimit": 3 * replicas,
             "template": {
                 "metadata": template_meta,
-                "spec": _pod_spec(
+                "spec": pod_spec_of(
                     ctx,
                     container,
                     restart="Never",
@@ -458,7 +251,7 @@ def _node_objects(
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": _meta(ctx, name, labels, node.name),
+                "metadata": object_meta(ctx, name, labels, node.name),
                 "spec": job_spec,
             }
         )
@@ -467,7 +260,7 @@ def _node_objects(
             {
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": _meta(ctx, name, labels, node.name),
+                "metadata": object_meta(ctx, name, labels, node.name),
                 "spec": {
                     "clusterIP": "None",
                     "selector": selector,
@@ -479,7 +272,7 @@ def _node_objects(
             {
                 "apiVersion": "apps/v1",
                 "kind": "StatefulSet",
-                "metadata": _meta(ctx, name, labels, node.name),
+                "metadata": object_meta(ctx, name, labels, node.name),
                 "spec": {
                     "serviceName": name,
                     "replicas": replicas,
@@ -487,7 +280,7 @@ def _node_objects(
                     "selector": {"matchLabels": selector},
                     "template": {
                         "metadata": template_meta,
-                        "spec": _pod_spec(
+                        "spec": pod_spec_of(
                             ctx,
                             container,
                             restart="Always",
@@ -508,13 +301,13 @@ def _node_objects(
             {
                 "apiVersion": "apps/v1",
                 "kind": "Deployment",
-                "metadata": _meta(ctx, name, labels, node.name),
+                "metadata": object_meta(ctx, name, labels, node.name),
                 "spec": {
                     **count,
                     "selector": {"matchLabels": selector},
                     "template": {
                         "metadata": template_meta,
-                        "spec": _pod_spec(
+                        "spec": pod_spec_of(
                             ctx,
                             container,
                             restart="Always",
@@ -543,7 +336,7 @@ def _node_objects(
             {
                 "apiVersion": "policy/v1",
                 "kind": "PodDisruptionBudget",
-                "metadata": _meta(ctx, name, labels, node.name),
+                "metadata": object_meta(ctx, name, labels, node.name),
                 "spec": {**budget, "selector": {"matchLabels": selector}},
             }
         )
@@ -573,12 +366,8 @@ def _rollout_strategy(rollout: str) -> dict[str, Any]:
     }
 
 
-#: The name of a DRA pod's one claim (``spec.resourceClaims[].name``) and of its one request.
-CLAIM_NAME = "gpu"
-
-
 def _claim_template(
-    ctx: _Ctx, name: str, labels: dict[str, str], node: NodeSpec, pod: PodRequest
+    ctx: ManifestContext, name: str, labels: dict[str, str], node: NodeSpec, pod: PodRequest
 ) -> dict[str, Any]:
     """A node's ResourceClaimTemplate: one request, as :func:`vfcore.dra_request_of` says."""
     assert pod.dra is not None
@@ -592,7 +381,7 @@ def _claim_template(
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": _meta(ctx, name, labels, node.name),
+        "metadata": object_meta(ctx, name, labels, node.name),
         "spec": {
             # the claims made from it get these labels: the run's selector finds them too
             "metadata": {"labels": labels},
@@ -601,7 +390,7 @@ def _claim_template(
     }
 
 
-def _scaled_object(ctx: _Ctx, node: NodeSpec, topo: Any) -> dict[str, Any]:
+def _scaled_object(ctx: ManifestContext, node: NodeSpec, topo: Any) -> dict[str, Any]:
     opts = ctx.opts
     name = object_name(ctx.spec.name, opts.run_id, node.name)
     caps = dict(opts.capacity_caps)
@@ -630,11 +419,11 @@ def _scaled_object(ctx: _Ctx, node: NodeSpec, topo: Any) -> dict[str, Any]:
             }
         )
     assert scaler.fallback is not None  # for_parents holds on unknown by default
-    labels = _labels(ctx, _component(node), node.name, name)
+    labels = run_labels(ctx, component_of(node), node.name, name)
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
-        "metadata": _meta(ctx, name, labels, node.name),
+        "metadata": object_meta(ctx, name, labels, node.name),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
             "minReplicaCount": scaler.min_replica_count,
@@ -644,347 +433,6 @@ def _scaled_object(ctx: _Ctx, node: NodeSpec, topo: Any) -> dict[str, Any]:
             "triggers": triggers,
         },
     }
-
-
-def _broker_objects(ctx: _Ctx) -> list[dict[str, Any]]:
-    opts = ctx.opts
-    name = _broker_name(ctx.spec.name, opts.run_id)
-    headless = _broker_headless(name)
-    clustered = opts.broker_replicas > 1
-    labels = _labels(ctx, "broker")
-    labels["app.kubernetes.io/name"] = name
-    labels = dict(sorted(labels.items()))
-    selector = _selector(labels)
-    ports = [
-        {"name": "client", "port": BROKER_CLIENT_PORT, "targetPort": "client", "protocol": "TCP"},
-        {
-            "name": "monitor",
-            "port": BROKER_MONITOR_PORT,
-            "targetPort": "monitor",
-            "protocol": "TCP",
-        },
-    ]
-    container: dict[str, Any] = {
-        "name": "nats",
-        "image": opts.broker_image,
-        # ports, JetStream and the users are in the configuration file, from the Secret:
-        # no secret and no setting on the command line
-        "args": ["-c", f"{NATS_CONFIG_DIR}/{CONFIG_KEY}"],
-        "ports": [
-            {"name": "client", "containerPort": BROKER_CLIENT_PORT, "protocol": "TCP"},
-            {"name": "monitor", "containerPort": BROKER_MONITOR_PORT, "protocol": "TCP"},
-        ],
-        "volumeMounts": [
-            {"name": "data", "mountPath": "/data"},
-            _mount("config", NATS_CONFIG_DIR),
-        ],
-        # the configuration names each server $POD_NAME (unique in the cluster)
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "readinessProbe": {
-            "httpGet": {"path": "/healthz?js-enabled-only=true", "port": "monitor"},
-            "periodSeconds": 5,
-        },
-        "livenessProbe": {
-            "httpGet": {"path": "/healthz?js-enabled-only=true", "port": "monitor"},
-            "periodSeconds": 10,
-            "failureThreshold": 6,
-        },
-        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}},
-        "securityContext": _container_security(),
-    }
-    pod_spec: dict[str, Any] = {
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "securityContext": _pod_security(opts.uid),
-        "containers": [container],
-        "volumes": [secret_volume("config", ctx.secret, {CONFIG_KEY: CONFIG_KEY})],
-    }
-    headless_ports = ports
-    sts_extra: dict[str, Any] = {}
-    if clustered:
-        # the servers route to each other (their cluster block); each on a host of its
-        # own: two on one host would lose a stream's majority with that host
-        route = {"name": "cluster", "containerPort": BROKER_ROUTE_PORT, "protocol": "TCP"}
-        container["ports"].append(route)
-        headless_ports = [
-            *ports,
-            {
-                "name": "cluster",
-                "port": BROKER_ROUTE_PORT,
-                "targetPort": "cluster",
-                "protocol": "TCP",
-            },
-        ]
-        pod_spec["affinity"] = {
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": selector},
-                        "topologyKey": "kubernetes.io/hostname",
-                    }
-                ]
-            }
-        }
-        sts_extra["podManagementPolicy"] = "Parallel"  # the servers find each other
-    claim_spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": opts.broker_storage}},
-    }
-    if opts.broker_storage_class is not None:
-        claim_spec["storageClassName"] = opts.broker_storage_class
-    out: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _meta(ctx, headless, labels),
-            "spec": {
-                "clusterIP": "None",
-                "selector": selector,
-                "ports": headless_ports,
-                "publishNotReadyAddresses": True,
-            },
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": _meta(ctx, name, labels),
-            "spec": {"type": "ClusterIP", "selector": selector, "ports": ports},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": _meta(ctx, name, labels),
-            "spec": {
-                "serviceName": headless,
-                "replicas": opts.broker_replicas,
-                **sts_extra,
-                "selector": {"matchLabels": selector},
-                "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-                "volumeClaimTemplates": [
-                    {"metadata": {"name": "data", "labels": labels}, "spec": claim_spec}
-                ],
-            },
-        },
-    ]
-    if clustered:
-        # a voluntary disruption (a node drained) takes one server at a time: a majority
-        # stays, and so does every stream
-        out.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": _meta(ctx, name, labels),
-                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector}},
-            }
-        )
-    return out
-
-
-def stream_replicas(broker_replicas: int) -> int:
-    """How many servers hold each stream of a run whose broker has ``broker_replicas``:
-    3 on a cluster (any one server may go), 1 on a single server."""
-    return 3 if broker_replicas >= 3 else 1
-
-
-def _stream_replicas_args(ctx: _Ctx) -> list[str]:
-    replicas = stream_replicas(ctx.opts.broker_replicas) if ctx.in_cluster else 1
-    return ["--stream-replicas", str(replicas)] if replicas > 1 else []
-
-
-def _broker_cluster(ctx: _Ctx) -> BrokerCluster | None:
-    """The in-cluster broker's cluster block: a route to every pod by its stable DNS name
-    (``<pod>.<headless Service>.<namespace>.svc``: the resolver's search list completes
-    it whatever the cluster's domain), or ``None`` for a single server."""
-    opts = ctx.opts
-    if not ctx.in_cluster or opts.broker_replicas == 1:
-        return None
-    name = _broker_name(ctx.spec.name, opts.run_id)
-    headless = _broker_headless(name)
-    routes = tuple(
-        f"{name}-{i}.{headless}.{opts.namespace}.svc:{BROKER_ROUTE_PORT}"
-        for i in range(opts.broker_replicas)
-    )
-    return BrokerCluster(name, routes)
-
-
-def _broker_headless(name: str) -> str:
-    return f"{name[: WORKLOAD_NAME_MAX - 3]}-hl"
-
-
-def _broker_name(flow: str, run_id: str) -> str:
-    # "\0" cannot start a node name a person types, and the hash covers the exact text
-    return short_object_name(physical_name("\0broker", flow=flow, run=run_id).k8s)
-
-
-def _setup_container(ctx: _Ctx, name: str, *, wait_s: int) -> dict[str, Any]:
-    """``vf broker-setup``: create what the run's topology lacks (idempotent, safe to race)."""
-    opts = ctx.opts
-    return {
-        "name": name,
-        "image": opts.image,
-        "command": ["vf"],
-        "args": [
-            "broker-setup",
-            opts.flow_path,
-            "--broker",
-            "$(VF_BROKER_URL)",
-            "--run",
-            opts.run_id,
-            "--wait",
-            str(wait_s),
-            *_stream_replicas_args(ctx),
-        ],
-        "env": _base_env(ctx),
-        "securityContext": _container_security(),
-        **({"imagePullPolicy": opts.image_pull_policy} if opts.image_pull_policy else {}),
-    }
-
-
-def _setup_job(ctx: _Ctx) -> dict[str, Any]:
-    opts = ctx.opts
-    name = short_object_name(physical_name("\0setup", flow=ctx.spec.name, run=opts.run_id).k8s)
-    labels = _labels(ctx, "broker")
-    labels["app.kubernetes.io/name"] = name
-    labels = dict(sorted(labels.items()))
-    container = _setup_container(ctx, "setup", wait_s=120)
-    container["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
-    env, volume = _setup_credentials(ctx)
-    container["env"] = [*container["env"], *env]
-    container["volumeMounts"] = [_mount(volume["name"], SETUP_DIR)]
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": _meta(ctx, name, labels),
-        "spec": {
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimit": 6,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": _pod_spec(ctx, container, restart="Never", gpu=False, volumes=(volume,)),
-            },
-        },
-    }
-
-
-def _credentials_secret(ctx: _Ctx, topo: BrokerTopology) -> dict[str, Any]:
-    """The run's Secret, with the values given (RenderOptions.secret_values)."""
-    opts = ctx.opts
-    assert opts.secret_values is not None
-    labels = _labels(ctx, "credentials")
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": _meta(ctx, ctx.secret, labels),
-        "type": "Opaque",
-        # a run's keys never change under it: a second render with other values is refused
-        "immutable": True,
-        "data": secret_data(
-            topo,
-            opts.secret_values,
-            in_cluster_broker=ctx.in_cluster,
-            port=BROKER_CLIENT_PORT,
-            http_port=BROKER_MONITOR_PORT,
-            cluster=_broker_cluster(ctx),
-        ),
-    }
-
-
-def _run_pods(ctx: _Ctx) -> dict[str, str]:
-    """The labels every pod of the run carries (and no pod of another run or flow)."""
-    return {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        "vfcore.io/flow": ctx.flow,
-        "vfcore.io/run": ctx.opts.run_id,
-    }
-
-
-def _route_ingress(ctx: _Ctx, labels: dict[str, str]) -> list[dict[str, Any]]:
-    """The route port of a clustered broker: its own servers only."""
-    if ctx.opts.broker_replicas == 1:
-        return []
-    return [
-        {
-            "from": [{"podSelector": {"matchLabels": _selector(labels)}}],
-            "ports": [{"protocol": "TCP", "port": BROKER_ROUTE_PORT}],
-        }
-    ]
-
-
-def _network_policies(ctx: _Ctx) -> list[dict[str, Any]]:
-    """The broker's ingress (an in-cluster broker) and the workers' default deny."""
-    opts = ctx.opts
-    out: list[dict[str, Any]] = []
-    broker = _broker_name(ctx.spec.name, opts.run_id)
-    if ctx.in_cluster:
-        labels = dict(sorted({**_labels(ctx, "broker"), "app.kubernetes.io/name": broker}.items()))
-        out.append(
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": _meta(ctx, broker, labels),
-                "spec": {
-                    "podSelector": {"matchLabels": _selector(labels)},
-                    "policyTypes": ["Ingress"],
-                    "ingress": [
-                        {  # the client port: the run's own pods only
-                            "from": [{"podSelector": {"matchLabels": _run_pods(ctx)}}],
-                            "ports": [{"protocol": "TCP", "port": BROKER_CLIENT_PORT}],
-                        },
-                        *_route_ingress(ctx, labels),
-                        {  # the monitoring port: KEDA's operator reads /jsz
-                            "from": [
-                                {
-                                    "namespaceSelector": {
-                                        "matchLabels": {
-                                            "kubernetes.io/metadata.name": opts.keda_namespace
-                                        }
-                                    }
-                                }
-                            ],
-                            "ports": [{"protocol": "TCP", "port": BROKER_MONITOR_PORT}],
-                        },
-                    ],
-                },
-            }
-        )
-    name = short_object_name(physical_name("\0workers", flow=ctx.spec.name, run=opts.run_id).k8s)
-    selector: dict[str, Any] = {"matchLabels": _run_pods(ctx)}
-    if ctx.in_cluster:
-        selector["matchExpressions"] = [
-            {"key": "app.kubernetes.io/name", "operator": "NotIn", "values": [broker]}
-        ]
-    spec: dict[str, Any] = {"podSelector": selector, "policyTypes": ["Ingress"]}
-    if opts.restrict_egress:
-        if ctx.in_cluster:
-            to_broker: dict[str, Any] = {
-                "to": [
-                    {
-                        "podSelector": {
-                            "matchLabels": _selector(
-                                {**_labels(ctx, "broker"), "app.kubernetes.io/name": broker}
-                            )
-                        }
-                    }
-                ],
-                "ports": [{"protocol": "TCP", "port": BROKER_CLIENT_PORT}],
-            }
-        else:
-            match = BROKER_URL_PATTERN.fullmatch(ctx.broker_url)
-            port = int(match["port"]) if match is not None and match["port"] else 4222
-            to_broker = {"ports": [{"protocol": "TCP", "port": port}]}
-        dns = {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
-        spec["policyTypes"] = ["Ingress", "Egress"]
-        spec["egress"] = [to_broker, dns]
-    out.append(
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": _meta(ctx, name, _labels(ctx, "network")),
-            "spec": spec,
-        }
-    )
-    return out
 
 
 def _check_against_spec(spec: FlowSpec, opts: RenderOptions, pods: tuple[PodRequest, ...]) -> None:
@@ -1095,7 +543,7 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         )
         scaled = tuple(n.name for n in spec.nodes if not rejections[n.name])
     if opts.broker_url is None:
-        host = f"{_broker_name(spec.name, opts.run_id)}.{opts.namespace}.svc"
+        host = f"{broker_name(spec.name, opts.run_id)}.{opts.namespace}.svc"
         broker_url = f"nats://{host}:{BROKER_CLIENT_PORT}"
         monitoring = opts.broker_monitoring or f"{host}:{BROKER_MONITOR_PORT}"
     else:
@@ -1103,7 +551,7 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         match = BROKER_URL_PATTERN.fullmatch(broker_url)
         assert match is not None  # RenderOptions checked it
         monitoring = opts.broker_monitoring or f"{match['host']}:{BROKER_MONITOR_PORT}"
-    ctx = _Ctx(
+    ctx = ManifestContext(
         spec,
         opts,
         flow_label(spec.name),
@@ -1116,12 +564,12 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
     topo = broker_topology(spec, opts.run_id)
     out: list[dict[str, Any]] = []
     if opts.secret_values is not None:
-        out.append(_credentials_secret(ctx, topo))
+        out.append(credentials_secret(ctx, topo))
     if opts.network_policies:
-        out.extend(_network_policies(ctx))
+        out.extend(network_policies(ctx))
     if opts.broker_url is None:
-        out.extend(_broker_objects(ctx))
-    out.append(_setup_job(ctx))
+        out.extend(broker_objects(ctx))
+    out.append(setup_job(ctx))
     first_pod: dict[str, PodRequest] = {}
     for pod in pods:
         first_pod.setdefault(pod.node, pod)
@@ -1130,4 +578,4 @@ def render(spec: FlowSpec, options: RenderOptions) -> tuple[dict[str, Any], ...]
         if node.name in scaled:
             out.append(_scaled_object(ctx, node, topo))
     # no two objects share a sub-object: a caller may edit one, and YAML needs no aliases
-    return tuple(_with_pod_settings(_unshared(o), opts) for o in out)
+    return tuple(with_pod_settings(_unshared(o), opts) for o in out)

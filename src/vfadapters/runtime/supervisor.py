@@ -43,6 +43,13 @@ __all__ = [
 MAX_RESTARTS = 5
 
 
+#: the same signal delivered again within this long is the same stop request, not a
+#: second one: GNU ``timeout`` sends its signal to ``vf`` and then to its whole process
+#: group, and on a loaded machine our handler may run between the two deliveries. A
+#: person pressing Ctrl-C twice takes longer than this.
+SAME_REQUEST_S = 0.1
+
+
 class RunTransport(Protocol):
     """What the supervisor asks of a run's transport (the coordinator's side)."""
 
@@ -84,6 +91,7 @@ class Supervisor:
         self.aborting = False
         self.stop_requests = 0
         self.stop_signal: str | None = None  # the first signal that asked to stop
+        self.last_signal: tuple[int, float] = (0, -math.inf)  # (signum, when) of the last
         self.stop_info: dict[str, Any] | None = None
 
     def fail(self, error: str, detail: str = "") -> None:
@@ -251,6 +259,11 @@ class Supervisor:
     # -- stopping ----------------------------------------------------------------------------
 
     def on_signal(self, signum: int, frame: Any) -> None:
+        now = time.monotonic()
+        last_signum, last_at = self.last_signal
+        self.last_signal = (signum, now)
+        if signum == last_signum and now - last_at < SAME_REQUEST_S:
+            return  # one request delivered twice (timeout, kill -- -PGID): not "stop at once"
         self.stop_requests += 1
         if self.stop_signal is None:
             self.stop_signal = signal.Signals(signum).name

@@ -185,3 +185,34 @@ def test_a_flow_that_leaves_threads_and_exit_hooks_does_not_keep_vf_run_alive(
     assert "flow-threads-left" in err and "flow-sleeper" in err, err
     assert len(out.read_text().splitlines()) == 50  # the run itself was whole
     assert not _gone_within(_session(proc.pid), 10)  # no replica left behind either
+
+
+@pytest.mark.parametrize("broker", [False, pytest.param(True, marks=NEEDS_SERVER)])
+def test_a_long_tmpdir_still_runs(tmp_path: Path, broker: bool) -> None:
+    """The fork server listens on a Unix socket under ``$TMPDIR``, and such a path holds
+    107 bytes: with a deep ``$TMPDIR`` (a CI runner's, pytest-xdist's) `vf run` failed with
+    an internal error, "AF_UNIX path too long". It makes the socket's dir under /tmp then."""
+    deep = tmp_path / ("t" * 100)
+    deep.mkdir()
+    out = tmp_path / "out.jsonl"
+    flow = write_flow(
+        tmp_path,
+        f"""
+        flow = Flow([Record({str(out)!r}, name="sink")(Numbers(30, name="src"))], flow_type=BATCH)
+        """,
+    )
+    args: list[object] = [
+        "run",
+        flow,
+        "--no-progress",
+        *(["--broker", "embedded"] if broker else []),
+    ]
+    proc = _start(args, deep)
+    try:
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert len(out.read_text().splitlines()) == 30

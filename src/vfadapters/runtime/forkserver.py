@@ -50,9 +50,43 @@ def install_forkserver(method: str, preload: tuple[str, ...] = ()) -> Any:
         # systemd, Kubernetes, CI cancellation): the coordinator alone decides how
         # to stop. (The fork server dying would take every worker with it: their
         # parent-death signal.)
-        with signals_ignored(signal.SIGINT, signal.SIGTERM):
+        with signals_ignored(signal.SIGINT, signal.SIGTERM), _socket_dir_that_fits():
             forkserver.ensure_running()
     return ctx
+
+
+#: the longest path an AF_UNIX socket may have on Linux (108 bytes with the NUL)
+_SUN_PATH_MAX = 107
+#: what multiprocessing adds to the temp dir for the fork server's socket:
+#: ``/pymp-XXXXXXXX/listener-XXXXXXXX``, and some room
+_SOCKET_SUFFIX = 40
+
+
+@contextlib.contextmanager
+def _socket_dir_that_fits() -> Any:
+    """The fork server listens on a Unix socket in multiprocessing's temp dir, made
+    under ``$TMPDIR``: a long one (a CI runner's, a test's, a deep home) fails with
+    "AF_UNIX path too long". Python 3.13 falls back to a short system dir by itself;
+    here that dir is made under the first of ``/tmp``, ``/var/tmp`` that is writable
+    when ``$TMPDIR`` is too long (multiprocessing keeps the dir it made first)."""
+    import tempfile
+    from multiprocessing import util
+
+    base = tempfile.gettempdir()
+    if len(os.fsencode(base)) + _SOCKET_SUFFIX <= _SUN_PATH_MAX:
+        yield
+        return
+    short = next((d for d in ("/tmp", "/var/tmp") if os.access(d, os.W_OK | os.X_OK)), None)
+    if short is None:
+        yield  # nowhere shorter: multiprocessing's own error stands
+        return
+    saved = tempfile.tempdir
+    tempfile.tempdir = short
+    try:
+        util.get_temp_dir()  # made now, under the short dir, and kept for the socket
+    finally:
+        tempfile.tempdir = saved
+    yield
 
 
 @contextlib.contextmanager

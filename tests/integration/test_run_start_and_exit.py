@@ -45,6 +45,17 @@ def _start(args: list[object], tmp_path: Path) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _stderr_when_done(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    """Wait for a run that should end by itself; kill its session if it does not."""
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return err
+
+
 def _session(sid: int) -> set[int]:
     """The processes of session ``sid`` (the vf process and everything it forked)."""
     found = set()
@@ -174,12 +185,7 @@ def test_a_flow_that_leaves_threads_and_exit_hooks_does_not_keep_vf_run_alive(
     )
     started = time.monotonic()
     proc = _start(["run", flow, "--no-progress"], tmp_path)
-    try:
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    err = _stderr_when_done(proc, 90)
     assert proc.returncode == 0, err
     assert time.monotonic() - started < 90
     assert "flow-threads-left" in err and "flow-sleeper" in err, err
@@ -208,11 +214,6 @@ def test_a_long_tmpdir_still_runs(tmp_path: Path, broker: bool) -> None:
         *(["--broker", "embedded"] if broker else []),
     ]
     proc = _start(args, deep)
-    try:
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    err = _stderr_when_done(proc, 90)
     assert proc.returncode == 0, err
     assert len(out.read_text().splitlines()) == 30

@@ -167,7 +167,7 @@ def test_only_a_body_of_small_bytes_without_metadata_goes_without_a_memo() -> No
     assert not codec._body(Columns(big, emitted, prefix="p:"))[1]
 
 
-def test_a_body_of_small_bytes_is_smaller_and_cheaper_without_a_memo() -> None:
+def test_a_body_of_small_bytes_is_shorter_without_a_memo() -> None:
     """What the fast path is for: no PUT opcode per item (the pickle is shorter)."""
     items = [b"%0100d" % i for i in range(2000)]
     cols = Columns(items, list(range(2000)), prefix="p:")

@@ -97,7 +97,7 @@ class RecordSealer:
         self.counter = 0
         self.aeads: dict[str, Any] = {}
 
-    def seal(self, out: bytearray | memoryview, size: int, domain: str) -> None:
+    def seal(self, out: bytearray, size: int, domain: str) -> None:
         """Write the trailer of ``out[:size]`` into ``out[size:size + SEAL_BYTES]``."""
         aead = self.aeads.get(domain)
         if aead is None:

@@ -124,6 +124,43 @@ def test_a_signal_at_any_instant_of_the_start_stops_the_run_without_a_traceback(
 
 
 @NEEDS_SERVER
+def test_an_interrupt_while_the_embedded_server_starts_stops_it_and_removes_its_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C or SIGTERM (a KeyboardInterrupt) while `vf run` waits for its server to
+    answer: the server it was starting is stopped, then its store removed. Before, the run
+    did not yet hold the server: teardown left both, the server wrote on in its store
+    until `vf run` exited, and the store outlived the run (CI, a SIGTERM 1.2 s in)."""
+    import tempfile
+    import urllib.request
+
+    from vfadapters.broker.run import BrokerRun, BrokerRunOptions
+    from vfadapters.runtime.options import RunOptions
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    flow = write_flow(tmp_path, SLOW.format(out=str(tmp_path / "out.jsonl")))
+    run = BrokerRun(str(flow), RunOptions(), BrokerRunOptions(broker="embedded"))
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(urllib.request, "urlopen", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run.start_server()
+    monkeypatch.undo()
+    servers = _servers_of(os.getpid())
+    stores = list(tmp_path.glob(f"vf-nats-{os.getpid()}-*"))
+    try:
+        assert len(servers) == 1 and len(stores) == 1  # started, not yet answering
+        run.teardown()
+        assert not _gone_within(servers, 10), "the server outlived the run"
+        assert not stores[0].exists(), "the store outlived the run"
+    finally:
+        for pid in running(servers):
+            os.kill(pid, signal.SIGKILL)
+
+
+@NEEDS_SERVER
 def test_kill_9_of_the_coordinator_takes_its_server_and_workers_and_the_next_run_sweeps_the_store(
     tmp_path: Path,
 ) -> None:

@@ -308,10 +308,12 @@ class BrokerRun:
             die_with_parent=True,
             authorization=authorization_for(self.topo, self.seeds),
         )
+        # known before it starts: a signal while it starts (a KeyboardInterrupt out of
+        # start()) still finds the server to stop and its store to remove in teardown()
+        self.server = server
         try:
-            self.server = server.start()
+            server.start()
         except NatsServerError as exc:
-            self.store.cleanup()
             raise InvalidInputError(
                 "nats-server-failed",
                 f"--broker embedded: {exc}",
@@ -940,9 +942,12 @@ class BrokerRun:
                     forget_run_key(self.key_path)
         with contextlib.suppress(Exception):
             self.bridge.close()
-        if self.server is not None:
-            self.server.stop()
-            self.store.cleanup()
+        try:
+            if self.server is not None:
+                self.server.stop()
+        finally:
+            if self.store is not None:  # vf ends with os._exit: no finalizer removes it
+                self.store.cleanup()
 
 
 def _ago(when: Any) -> str:

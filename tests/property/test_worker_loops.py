@@ -12,6 +12,7 @@ settlement's tally, every dead letter and the replica's counters.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -356,6 +357,82 @@ def test_producer_columns_write_what_the_envelope_loop_writes(
     event("parts split within a chunk" if any(w[3] for w in reference[0]) else "one part a chunk")
 
 
+class _BatchSource(_Source):
+    """The same values as :class:`_Source`, given ``next_batch()`` calls at a time: each
+    None an empty batch, the items between them in runs of the drawn lengths (in turn)."""
+
+    def __init__(self, values: list[int | None], runs: list[int], form: str) -> None:
+        super().__init__(values)
+        self.batches: list[list[Any]] = []
+        pending: list[Any] = []
+        cuts = itertools.cycle(runs)
+        want = next(cuts)
+        for v in values:
+            if v is None:
+                if pending:
+                    self.batches.append(pending)
+                    pending, want = [], next(cuts)
+                self.batches.append([])
+                continue
+            pending.append(_payload(v))
+            if len(pending) >= want:
+                self.batches.append(pending)
+                pending, want = [], next(cuts)
+        if pending:
+            self.batches.append(pending)
+        self.form = form
+
+    def next_batch(self) -> Any:
+        if self.i >= len(self.batches):
+            raise StopIteration
+        batch = self.batches[self.i]
+        self.i += 1
+        if self.form == "tuple":
+            return tuple(batch)
+        if self.form == "generator":
+            return (x for x in batch)
+        return None if not batch and self.form == "none" else batch
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_a_batch_source_writes_what_its_items_one_by_one_write(
+    data: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``next_batch()`` (runs taken in whole, the rest item by item, and its item-by-item
+    adapter for REALTIME or partitioned children) against ``next()`` giving the same
+    items through ``emit()``: the same writes under the same keys, segments, counters."""
+    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)
+    monkeypatch.setattr(producer_loop, "_NONES_BEFORE_PAUSE", 1 << 30)
+    first = data.draw(st.sampled_from([1, 2, 5, 1 << 20]))
+    monkeypatch.setattr(producer_loop, "_FIRST_SEGMENT_ITEMS", first)
+    edges = data.draw(st.integers(1, 3))
+    cfg = _config(
+        "producer",
+        edges,
+        data.draw(st.integers(1, 40)),
+        data.draw(st.integers(40, 3000)),
+        data.draw(st.booleans()),
+    )
+    costs = [data.draw(_COSTS) for _ in range(edges)]
+    item = st.integers(1, 500)
+    values = data.draw(st.lists(st.one_of(item, item, item, item, st.none()), max_size=300))
+    runs = data.draw(st.lists(st.integers(1, 120), min_size=1, max_size=8))
+    form = data.draw(st.sampled_from(["list", "list", "tuple", "generator", "none"]))
+    columns = data.draw(st.sampled_from([True, True, True, False]))
+    ours = _run(cfg, _BatchSource(values, runs, form), None, costs, columns)
+    reference = _run(cfg, _Source(values), None, costs, False)
+    assert ours == reference
+    longest = max((len(b) for b in _BatchSource(values, runs, form).batches), default=0)
+    event("batches taken in runs" if columns else "batches item by item")
+    event(f"{sum(1 for s in reference[2] if s[0] == 'seal')} segment(s)" if values else "empty")
+    event("a batch spans segments" if longest > min(first, cfg.batch_max) else "short batches")
+
+
 class _Hundreds(_Source):
     """``n`` distinct 100-byte items (what the broker benchmark's source gives)."""
 
@@ -387,3 +464,35 @@ def test_a_segment_ends_where_a_part_ends_not_with_a_short_part(
     # the ramp (1,024, 2,048, 4,096 items), then parts that filled 1 MiB, then the rest
     assert per_edge[0][:3] == [1024, 2048, 4096]
     assert set(per_edge[0][3:-1]) == {7944}
+
+
+class _HundredsInBatches(_Hundreds):
+    """:class:`_Hundreds` given ``per_call`` items a ``next_batch()`` call."""
+
+    def __init__(self, values: list[int | None], per_call: int) -> None:
+        super().__init__(values)
+        self.per_call = per_call
+
+    def next_batch(self) -> Any:
+        if self.i >= len(self.values):
+            raise StopIteration
+        first = self.i
+        self.i = min(len(self.values), first + self.per_call)
+        return [b"%0100d" % (k + 1) for k in range(first, self.i)]
+
+
+@pytest.mark.parametrize("per_call", [1, 7, 100, 1000, 50_000])
+@pytest.mark.parametrize("parts", [1, 3, 64])
+def test_a_batch_source_cuts_where_its_items_one_by_one_cut_when_parts_fill_exactly(
+    per_call: int, parts: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items of 100 bytes (132 estimated) and ``batch_bytes`` a whole number of them: a
+    part fills exactly on an item, where the run taken in whole must stop (one item more
+    or less moves every later cut)."""
+    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)
+    cfg = _config("producer", 2, 4096, parts * 132, False)
+    n = 20_000
+    ours = _run(cfg, _HundredsInBatches([0] * n, per_call), None, [0, 0], True)
+    reference = _run(cfg, _Hundreds([0] * n), None, [0, 0], False)
+    assert ours == reference
+    assert {len(w[6]) for w in reference[0]} >= {parts}  # parts of exactly that many items

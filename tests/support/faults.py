@@ -2,9 +2,9 @@
 
 Shared by ``tests/integration/test_exactly_once_under_faults.py`` (a few
 hypothesis-drawn scenarios in ``make test``) and ``bench/soak_faults.py`` (many,
-seeded): a flow of one shape (chain, competing, partitioned, fan-out, 3-parent
-join) is written to a folder, run with ``vf run`` or ``vf run --broker``
-against a server of its own, and a schedule of faults is applied while it
+seeded): a flow of one shape (chain, competing, partitioned, fan-out, a source of
+batches, 3-parent join) is written to a folder, run with ``vf run`` or ``vf run
+--broker`` against a server of its own, and a schedule of faults is applied while it
 runs; :func:`run_scenario` raises ``AssertionError`` unless the run completed,
 every item reached every sink exactly once and the books balanced.
 """
@@ -62,6 +62,29 @@ class Numbers(ProducerNode):
         if i % 4 == 0:
             time.sleep(0.01 if i % 100 else 0.05)  # an uneven pace: the run lasts ~4 s
         return i
+
+
+class NumberBatches(ProducerNode):
+    """0..N-1 given next_batch() calls at a time (1 to 37 items, every 5th call none);
+    resumes at any item, inside a batch too."""
+
+    def open(self):
+        self.i = 0
+        self.calls = 0
+
+    def resume(self, position):
+        self.i = position
+
+    def next_batch(self):
+        if self.i >= N:
+            raise StopIteration
+        self.calls += 1
+        time.sleep(0.05)  # an uneven pace: the run lasts ~4 s
+        if self.calls % 5 == 0:
+            return []
+        first = self.i
+        self.i = min(N, first + 1 + self.calls % 37)
+        return list(range(first, self.i))
 
 
 class Work(ProcessorNode):
@@ -145,6 +168,15 @@ flow = Flow([Record(OUT + ".sink1", name="sink1")(a), Record(OUT + ".sink2", nam
 """,
         ("sink1", "sink2"),
         ("src/0", "a/0", "a/1", "b/0"),
+    ),
+    "batches": (
+        """
+src = NumberBatches(name="src")
+a = Work(0.001, name="a", nb_tasks={k})(src)
+flow = Flow([Record(OUT + ".sink", name="sink")(a)], flow_type=BATCH)
+""",
+        ("sink",),
+        ("src/0", "a/0", "a/1"),
     ),
     "join": (
         """

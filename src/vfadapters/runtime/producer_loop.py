@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 from vfadapters.runtime.columns import Columns
@@ -100,18 +102,30 @@ class ProducerLoops(WorkerBase):
             self.logger.warning(
                 "restarted: resuming at item %d (%d segment(s) cut again)", position, len(planned)
             )
+        batch_fn = getattr(node, "next_batch", None)
+        if batch_fn is not None and takes_ctx(batch_fn):
+            raise ProducerFailed(
+                TypeError(
+                    f"{type(node).__name__}.next_batch() declares ctx: a batch has no one "
+                    "item's context; define next(self, ctx) to set keys or event times per item"
+                )
+            )
         self.segment: ProducerSegment | None = None
         from vfadapters.runtime.source_watch import SourceWatch
 
         self.watch = watch = SourceWatch(self)
         watch.start()
         try:
-            if (
-                self.columns
-                and not pass_ctx
-                and not self.realtime
-                and not any(e.partitioned for e in self.edges)
-            ):
+            columns = (
+                self.columns and not self.realtime and not any(e.partitioned for e in self.edges)
+            )
+            if callable(batch_fn) and columns:
+                position = self.produce_batches(batch_fn, position, planned)
+            elif callable(batch_fn):  # REALTIME, partitioned children: item by item
+                position = self.produce_envelopes(
+                    _one_at_a_time(batch_fn), False, position, planned
+                )
+            elif columns and not pass_ctx:
                 position = self.produce_columns(fn, position, planned)
             else:
                 position = self.produce_envelopes(fn, pass_ctx, position, planned)
@@ -340,22 +354,14 @@ class ProducerLoops(WorkerBase):
             if nones:
                 nones = 0
             if seg is None:
-                seg = self.open_segment(
-                    position, planned.popleft() if planned else None, time.monotonic()
+                seg, items, emitted, close_off, close_size, deadline = self.open_columns(
+                    position, planned, segment_items, segment_bytes, now + age_ns
                 )
                 start = seg.start
-                items = self.seg_items = []
-                emitted = self.seg_times = array("q")  # pickled as it is (codec._ints)
                 add_item = items.append
                 add_time = emitted.append
-                self.seg_marks = [(0, 0)] * len(self.edges)
                 total = waited = 0
                 lingers = seg.end is None
-                if seg.end is None:
-                    close_off, close_size = segment_items - 1, segment_bytes
-                    deadline = now + age_ns
-                else:  # a segment of the last life, cut again exactly where it ended
-                    close_off, close_size, deadline = seg.end - start - 1, 1 << 62, 1 << 62
                 segment_items = min(2 * segment_items, top)
                 next_off, next_size, low = self.column_events(0, 0)
             off = position - start
@@ -392,6 +398,184 @@ class ProducerLoops(WorkerBase):
         if seg is not None:
             self.seg_size = total
         return position
+
+    def produce_batches(
+        self, fn: Callable[[], Any], position: int, planned: deque[ProducerSegment]
+    ) -> int:
+        """The loop of a BATCH producer that defines ``next_batch()`` (no ctx, children
+        not partitioned): the source gives many items a call, and the runs of them that
+        start no chunk, fill no part and close no segment are taken in whole (a slice of
+        the list, one emit time a call); each other item goes through the steps of
+        :meth:`produce_columns`. The same items end up in the same (chunk, part) as if the
+        source had given them one by one within one instant (the worker-loop oracle holds
+        it to :meth:`produce_envelopes`). An empty batch (or None) is "nothing now", as
+        ``next()`` returning None is. Returns the position after the last item.
+        """
+        ctl = self.ctl
+        cfg = self.cfg
+        linger_ns = cfg.linger_s * 1e9
+        age_ns = int(_SEGMENT_AGE_S * 1e9)
+        top = cfg.batch_max
+        segment_items = min(top, _FIRST_SEGMENT_ITEMS)  # doubled at each segment, up to top
+        segment_bytes = cfg.batch_bytes * _SEGMENT_CHUNKS
+        wall = self.t.latency_clock
+        sleep = time.sleep
+        stop_index = CTL.STOP_PRODUCERS
+        abort_index = CTL.ABORT
+        nones_field = self.base + SLOT.NONES
+        bytes_type = bytes
+        nones = 0
+        seg: ProducerSegment | None = None
+        items: list[Any] = []
+        emitted: Any = array("q")
+        total = 0
+        next_off = next_size = 1 << 62
+        low = (0, 0)
+        close_off = close_size = deadline = 1 << 62
+        start = waited = 0
+        lingers = True
+        give_turn, take_turn = self.turn.append, self.turn.pop
+        self.since_clock, self.since_limit = wall, linger_ns
+        prev = wall()
+        while True:
+            if ctl[abort_index]:
+                raise Aborted
+            if ctl[stop_index] and not planned:
+                break
+            self.next_since = prev
+            give_turn(True)  # the source may block: the watch may write the segment meanwhile
+            try:
+                batch = fn()
+            except StopIteration:
+                self.watch.take_turn()
+                break
+            except Exception as exc:
+                self.watch.take_turn()
+                raise ProducerFailed(exc) from exc
+            try:
+                take_turn()
+            except IndexError:  # the watch is writing the segment: wait for it
+                self.watch.take_turn()
+            now = wall()
+            if self.cut_by_watch:  # the source blocked: the watch wrote the segment
+                self.cut_by_watch = False
+                self.watch.raise_error()
+                seg = None
+                close_off = close_size = deadline = 1 << 62
+                prev = now
+            if type(batch) is not list:
+                try:
+                    batch = _as_batch(batch)
+                except TypeError as exc:
+                    raise ProducerFailed(exc) from exc
+            if not batch:
+                ctl[nones_field] += 1
+                if seg is not None and seg.end is None:
+                    self.close_columns(position, total)
+                    seg = None
+                nones += 1
+                if nones > _NONES_BEFORE_PAUSE:
+                    sleep(
+                        min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S)
+                    )
+                prev = wall()
+                continue
+            if None in batch:
+                raise ProducerFailed(
+                    TypeError(
+                        f"next_batch() returned None as item {batch.index(None)} of "
+                        f"{len(batch)}: a batch holds items only (return an empty list for "
+                        "nothing now)"
+                    )
+                )
+            nones = 0
+            n = len(batch)
+            sizes = [len(x) + 32 if type(x) is bytes_type else estimate(x) for x in batch]
+            after = list(accumulate(sizes))  # bytes of batch[:k + 1]
+            i = 0
+            while i < n:
+                if seg is None:
+                    seg, items, emitted, close_off, close_size, deadline = self.open_columns(
+                        position, planned, segment_items, segment_bytes, now + age_ns
+                    )
+                    start = seg.start
+                    total = waited = 0
+                    lingers = seg.end is None
+                    segment_items = min(2 * segment_items, top)
+                    next_off, next_size, low = self.column_events(0, 0)
+                off = position - start
+                if i and now <= deadline:
+                    # the items before the first that starts a chunk, fills a part or
+                    # closes the segment: taken in whole
+                    before = after[i - 1]
+                    j = min(
+                        n,
+                        i + min(next_off, close_off) - off,
+                        bisect_left(after, before + min(next_size, close_size) - total, i, n),
+                    )
+                    if j > i:
+                        items += batch[i:j]
+                        emitted += array("q", (now,)) * (j - i)
+                        total += after[j - 1] - before
+                        position += j - i
+                        i = j
+                        continue
+                else:  # the first item of a call: the source's wait counts toward linger_s
+                    gap = now - prev
+                    if gap > _WAIT_NS:
+                        waited += gap
+                        if waited > linger_ns and lingers:
+                            deadline = 0
+                item = batch[i]
+                if off >= next_off or total >= next_size:
+                    next_off, next_size, low = self.column_events(off, total)
+                    prev = wall()
+                else:
+                    prev = now
+                items.append(item)
+                emitted.append(now)
+                total += sizes[i]
+                position += 1
+                i += 1
+                if (
+                    off >= close_off
+                    or total >= close_size
+                    or now > deadline
+                    or (
+                        total >= next_size
+                        and lingers
+                        and (off + 1 - low[1] > close_off - off or 2 * total - low[0] > close_size)
+                    )
+                ):
+                    self.close_columns(position, total)
+                    seg = None
+                    close_off = close_size = deadline = 1 << 62
+                    prev = wall()
+        if seg is not None:
+            self.seg_size = total
+        return position
+
+    def open_columns(
+        self,
+        position: int,
+        planned: deque[ProducerSegment],
+        segment_items: int,
+        segment_bytes: int,
+        deadline: int,
+    ) -> tuple[ProducerSegment, list[Any], array[int], int, int, int]:
+        """Begin a segment of :meth:`produce_columns` / :meth:`produce_batches` at item
+        ``position``: the segment, its item and emit-time columns, the offset of its last
+        item, the estimated bytes that close it and the latency-clock time that closes it.
+        A segment of the last life is cut again exactly where it ended (neither bytes nor
+        age close it)."""
+        seg = self.open_segment(position, planned.popleft() if planned else None, time.monotonic())
+        items: list[Any] = []
+        times = array("q")  # pickled as it is (codec._ints)
+        self.seg_items, self.seg_times = items, times
+        self.seg_marks = [(0, 0)] * len(self.edges)
+        if seg.end is None:
+            return seg, items, times, segment_items - 1, segment_bytes, deadline
+        return seg, items, times, seg.end - seg.start - 1, 1 << 62, 1 << 62
 
     def column_events(self, off: int, total: int) -> tuple[int, int, tuple[int, int]]:
         """Before the segment's item ``off`` is taken in (``total``: the estimated bytes
@@ -500,3 +684,48 @@ class ProducerLoops(WorkerBase):
         self.flush_all()
         self.tally.produced = end - seg.start
         self.t.end_segment(seg, self.tally)
+
+
+def _as_batch(batch: Any) -> list[Any]:
+    """What ``next_batch()`` returned, as a list (None: nothing now)."""
+    if batch is None:
+        return []
+    if isinstance(batch, str | bytes | bytearray | dict):
+        raise TypeError(
+            f"next_batch() returned a {type(batch).__name__}: it returns a list (or another "
+            "iterable) of items, an empty one for nothing now"
+        )
+    try:
+        return list(batch)
+    except TypeError:
+        raise TypeError(
+            f"next_batch() returned a {type(batch).__name__}, not an iterable of items: "
+            "return a list of items, an empty one for nothing now"
+        ) from None
+
+
+def _one_at_a_time(batch_fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``next()`` over a ``next_batch()``: its items one a call, None when a call gave none.
+
+    Items a batch gave that are not taken when the producer stops are not produced (the
+    position counts what was emitted: a resumed run asks the source for them again).
+    """
+    pending: deque[Any] = deque()
+    take = pending.popleft
+
+    def next_item() -> Any:
+        if not pending:
+            batch = batch_fn()
+            if type(batch) is not list:
+                batch = _as_batch(batch)
+            if not batch:
+                return None
+            if None in batch:
+                raise TypeError(
+                    f"next_batch() returned None as item {batch.index(None)} of {len(batch)}: "
+                    "a batch holds items only (return an empty list for nothing now)"
+                )
+            pending.extend(batch)
+        return take()
+
+    return next_item

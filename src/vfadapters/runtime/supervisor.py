@@ -177,6 +177,7 @@ class Supervisor:
                 what = {
                     "open": "open() raised",
                     "next": "next() raised",
+                    "next_batch": "next_batch() raised",
                     "build": "could not be rebuilt in its worker:",
                     "run": "failed:",
                     "close": "close() raised",

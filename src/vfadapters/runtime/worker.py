@@ -126,7 +126,8 @@ class Worker(ProducerLoops, OneParentLoop, JoinLoop):
             self.send(("aborted",))
             return 0
         except ProducerFailed as exc:
-            self.fail("next", exc.error)
+            batches = callable(getattr(self.node, "next_batch", None))
+            self.fail("next_batch" if batches else "next", exc.error)
             self.close_node()
             return 1
         except ProducerNotResumable as exc:

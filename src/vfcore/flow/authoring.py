@@ -215,6 +215,10 @@ def _with_parents(spec: NodeSpec, parents: tuple[str, ...]) -> NodeSpec:
 class ProducerNode(Node):
     """A source. Implement ``next(self[, ctx])``; raise ``StopIteration`` when done.
 
+    Or implement ``next_batch(self)``: a list (any iterable) of items a call, an empty
+    one (or None) for "nothing now"; each item is still an item of its own (trace id,
+    position, delivery), handed over at a lower cost (docs/concepts.md).
+
     ``finite=True`` (or a class attribute ``finite = True``) says the stream
     ends; in a REALTIME flow a finite producer runs as a Job.
     """

@@ -228,7 +228,13 @@ def test_broker_setup_waits_for_a_cluster_that_has_no_leader_yet(tmp_path: Path)
         try:
             time.sleep(8.0)  # longer than one request's timeout
             assert setup.poll() is None, setup.communicate()
-            others[0].start()  # a majority again: a leader is elected
+            # the servers come back one after the other, as a StatefulSet's pods do: the
+            # first makes a majority (a leader is elected), and until the second is seen
+            # online JetStream may refuse to place a stream of 3 replicas ("no suitable
+            # peers for placement", 10005) — also waited out
+            others[0].start()
+            time.sleep(1.0)
+            others[1].start()
             _, err = setup.communicate(timeout=60)
         finally:
             if setup.poll() is None:

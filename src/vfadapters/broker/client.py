@@ -342,6 +342,11 @@ class Bridge:
         self.thread.join(timeout=5)
 
 
+#: JetStream's "no suitable peers for placement": a cluster with fewer servers online
+#: than a stream's replicas (servers still starting, or away)
+NO_PEERS_FOR_PLACEMENT = 10005
+
+
 async def _create(nc: Any, kind: str, subject: str, config: dict[str, Any]) -> None:
     for _ in range(20):
         answer = await api_request(nc, subject, config)
@@ -353,12 +358,20 @@ async def _create(nc: Any, kind: str, subject: str, config: dict[str, Any]) -> N
             break
         await asyncio.sleep(0.1)
     if error:
+        hint = (
+            "a run id is reused with other settings: pick a new --run, or delete the old run's "
+            "streams (vf run --broker deletes them at the end unless --keep-streams)"
+        )
+        if error.get("err_code") == NO_PEERS_FOR_PLACEMENT:
+            hint = (
+                "fewer servers of the cluster are online than --stream-replicas asks for: "
+                "start them (vf broker-setup --wait waits for them), or lower --stream-replicas"
+            )
         raise BrokerError(
             "broker-refused",
             f"the NATS server refused to create {kind} {config.get('name') or config.get('durable_name')}: "
             f"{error.get('description')} (err_code {error.get('err_code')})",
-            "a run id is reused with other settings: pick a new --run, or delete the old run's "
-            "streams (vf run --broker deletes them at the end unless --keep-streams)",
+            hint,
         )
 
 

@@ -90,7 +90,8 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
                 break
             except Exception as exc:
                 # a JetStream cluster that has no leader yet (its servers are starting, or
-                # a majority is away) answers nothing, or 503: wait for it within --wait
+                # a majority is away) answers nothing, or 503; one with too few servers
+                # online for the streams' replicas refuses to place them: wait within --wait
                 if not _unavailable(exc) or time.monotonic() >= deadline:
                     raise
                 time.sleep(1.0)
@@ -107,16 +108,21 @@ def _cmd_broker_setup(args: argparse.Namespace) -> int:
 
 
 def _unavailable(exc: BaseException) -> bool:
-    """A JetStream that cannot answer now (no meta leader: a timeout, or a 503)."""
+    """A JetStream that cannot answer now (no meta leader: a timeout, or a 503), or that
+    has fewer servers online than the streams' replicas (its servers are starting)."""
     import concurrent.futures
 
     import nats.errors
+
+    from vfadapters.broker.client import NO_PEERS_FOR_PLACEMENT
 
     if isinstance(exc, TimeoutError | nats.errors.TimeoutError | concurrent.futures.TimeoutError):
         return True
     said = str(exc)
     return getattr(exc, "rule", None) == "broker-refused" and (
-        "err_code 10008" in said or "temporarily unavailable" in said
+        "err_code 10008" in said
+        or "temporarily unavailable" in said
+        or f"err_code {NO_PEERS_FOR_PLACEMENT})" in said
     )
 
 

@@ -42,8 +42,12 @@ lint: $(VENV)/.setup-dev
 typecheck: $(VENV)/.setup-dev
 	$(BIN)/mypy
 
+# Two workers (pytest-xdist): the suite's processes wait on servers and subprocesses as
+# much as they compute, so 2 workers take about half the time on 2 cores; more take
+# longer there (measured: docs/testing.md). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 pytest: $(VENV)/.setup-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 test: lint typecheck pytest
 

@@ -71,6 +71,17 @@ class Source(ProducerNode):
             f.write(repr(self.t0))
 
 
+class BatchSource(Source):
+    # the same items, 100 a next_batch() call
+    def next_batch(self):
+        if self.i == 0:
+            self.t0 = time.time()
+        if self.i >= N:
+            raise StopIteration
+        first, self.i = self.i, min(N, self.i + 100)
+        return [self.item] * (self.i - first)
+
+
 class Identity(ProcessorNode):
     def process(self, item, ctx):
         return (item, ctx.replica) if KIND == "fanout" else item
@@ -99,7 +110,7 @@ class Sink(ConsumerNode):
 
 
 def build(replicas=1, partitioned=False, chain=1):
-    node = Source(name="source")
+    node = (BatchSource if KIND == "batched" else Source)(name="source")
     for i in range(chain):
         node = Identity(name=f"identity{{i}}", nb_tasks=replicas,
                         partition_by="trace_id" if partitioned else None)(node)
@@ -180,12 +191,26 @@ def _median(xs: list[float]) -> float:
 
 
 def bench_small(tmp: Path, repeats: int = 3) -> None:
-    ours = [_ours(tmp, "small", N_SMALL)["steady_s"] for _ in range(repeats)]
-    base = [_baseline("small", N_SMALL) for _ in range(repeats)]
+    ours: list[float] = []
+    batched: list[float] = []
+    base: list[float] = []
+    runs = [
+        lambda: ours.append(_ours(tmp, "small", N_SMALL)["steady_s"]),
+        lambda: batched.append(_ours(tmp, "batched", N_SMALL)["steady_s"]),
+        lambda: base.append(_baseline("small", N_SMALL)),
+    ]
+    for r in range(repeats):  # in turn, each round in another order (the machine drifts)
+        for one in runs if r % 2 == 0 else runs[::-1]:
+            one()
     o, b = N_SMALL / _median(ours), N_SMALL / _median(base)
+    ob = N_SMALL / _median(batched)
     print(f"\n[small] {N_SMALL:,} messages of 100 bytes, producer → identity → consumer")
     print(
         f"  vf local:              {o:>12,.0f} msg/s  (median of {repeats}: {_median(ours):.3f} s)"
+    )
+    print(
+        f"  vf local, 100 items a next_batch() call: {ob:>10,.0f} msg/s  "
+        f"({_median(batched):.3f} s; {ob / o:.2f}× next())"
     )
     print(
         f"  baseline (mp.Queue):   {b:>12,.0f} msg/s  (median of {repeats}: {_median(base):.3f} s)"

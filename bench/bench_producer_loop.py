@@ -86,7 +86,9 @@ def main(argv: list[str]) -> None:
     print(f"  the same items in a list comprehension (baseline): {base:7.0f} ns")
     for name, values in figures.items():
         ns = statistics.median(values)
-        print(f"  a producer whose source gives them by {name:26s} {ns:7.0f} ns  ({ns / base:.1f}×)")
+        print(
+            f"  a producer whose source gives them by {name:26s} {ns:7.0f} ns  ({ns / base:.1f}×)"
+        )
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 A producer calls ``next()`` until StopIteration (or a stop) and writes its items in
 *segments*: runs of consecutive items whose start and cut the transport stores
 before their first chunk is written, and whose end before their last, so that a
-restarted producer cuts the same chunks again. Two loops do it: item by item
+restarted producer cuts the same chunks again. Three loops do it: item by item
 through :meth:`~vfadapters.runtime.worker_base.WorkerBase.emit` (any producer:
-``next(ctx)``, REALTIME, partitioned children) and in columns (the rest), which
-the worker-loop oracle (tests/property/test_worker_loops.py) holds to the first.
+``next(ctx)``, REALTIME, partitioned children), in columns (the rest), and in
+columns taking a ``next_batch()`` source's runs in whole; the worker-loop oracle
+(tests/property/test_worker_loops.py) holds the last two to the first.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class ProducerLoops(WorkerBase):
     """The producer loops of a :class:`~vfadapters.runtime.worker.Worker`."""
 
     def run_producer(self) -> None:
-        """Call ``next()`` until StopIteration (or a stop), writing items in *segments*.
+        """Call ``next()`` (or ``next_batch()``) until StopIteration (or a stop), writing
+        items in *segments*.
 
         A segment is a run of consecutive items cut into chunks per edge as they
         complete; it ends at ``batch_max`` items, ``_SEGMENT_CHUNKS`` times

@@ -324,6 +324,28 @@ def test_one_parent_columns_write_what_the_envelope_loop_writes(data: Any) -> No
     event("dead letters" if reference[3] else "no dead letter")
 
 
+def _producer_case(
+    data: Any, monkeypatch: pytest.MonkeyPatch, max_items: int
+) -> tuple[NodeConfig, list[int], list[int | None], int]:
+    """A drawn producer (edges, batch_max, batch_bytes, shared or not, each child's cost)
+    and its source's values (None: "nothing now"), with no segment ending by age and no
+    pause after Nones; the first segment's size (doubled at each next one up to
+    batch_max, in every loop alike) is drawn too and returned."""
+    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)
+    monkeypatch.setattr(producer_loop, "_NONES_BEFORE_PAUSE", 1 << 30)
+    first = data.draw(st.sampled_from([1, 2, 5, 1 << 20]))
+    monkeypatch.setattr(producer_loop, "_FIRST_SEGMENT_ITEMS", first)
+    edges = data.draw(st.integers(1, 3))
+    shared = data.draw(st.booleans())
+    cfg = _config(
+        "producer", edges, data.draw(st.integers(1, 40)), data.draw(st.integers(40, 3000)), shared
+    )
+    costs = [data.draw(_COSTS) for _ in range(edges)]
+    item = st.integers(1, 500)
+    values = data.draw(st.lists(st.one_of(item, item, item, item, st.none()), max_size=max_items))
+    return cfg, costs, values, first
+
+
 @settings(
     max_examples=150,
     deadline=None,
@@ -334,21 +356,7 @@ def test_one_parent_columns_write_what_the_envelope_loop_writes(data: Any) -> No
 def test_producer_columns_write_what_the_envelope_loop_writes(
     data: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)  # no segment ends by age
-    monkeypatch.setattr(producer_loop, "_NONES_BEFORE_PAUSE", 1 << 30)  # no sleep
-    # the first segment's size, doubled at each next one up to batch_max: both loops alike
-    first = data.draw(st.sampled_from([1, 2, 5, 1 << 20]))
-    monkeypatch.setattr(producer_loop, "_FIRST_SEGMENT_ITEMS", first)
-    edges = data.draw(st.integers(1, 3))
-    shared = data.draw(st.booleans())
-    cfg = _config(
-        "producer", edges, data.draw(st.integers(1, 40)), data.draw(st.integers(40, 3000)), shared
-    )
-    costs = [data.draw(_COSTS) for _ in range(edges)]
-    item = st.integers(1, 500)
-    values = data.draw(
-        st.lists(st.one_of(item, item, item, item, st.none()), min_size=0, max_size=150)
-    )
+    cfg, costs, values, first = _producer_case(data, monkeypatch, 150)
     ours = _run(cfg, _Source(values), None, costs, True)
     reference = _run(cfg, _Source(values), None, costs, False)
     assert ours == reference
@@ -406,21 +414,7 @@ def test_a_batch_source_writes_what_its_items_one_by_one_write(
     """``next_batch()`` (runs taken in whole, the rest item by item, and its item-by-item
     adapter for REALTIME or partitioned children) against ``next()`` giving the same
     items through ``emit()``: the same writes under the same keys, segments, counters."""
-    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)
-    monkeypatch.setattr(producer_loop, "_NONES_BEFORE_PAUSE", 1 << 30)
-    first = data.draw(st.sampled_from([1, 2, 5, 1 << 20]))
-    monkeypatch.setattr(producer_loop, "_FIRST_SEGMENT_ITEMS", first)
-    edges = data.draw(st.integers(1, 3))
-    cfg = _config(
-        "producer",
-        edges,
-        data.draw(st.integers(1, 40)),
-        data.draw(st.integers(40, 3000)),
-        data.draw(st.booleans()),
-    )
-    costs = [data.draw(_COSTS) for _ in range(edges)]
-    item = st.integers(1, 500)
-    values = data.draw(st.lists(st.one_of(item, item, item, item, st.none()), max_size=300))
+    cfg, costs, values, first = _producer_case(data, monkeypatch, 300)
     runs = data.draw(st.lists(st.integers(1, 120), min_size=1, max_size=8))
     form = data.draw(st.sampled_from(["list", "list", "tuple", "generator", "none"]))
     columns = data.draw(st.sampled_from([True, True, True, False]))
@@ -496,3 +490,20 @@ def test_a_batch_source_cuts_where_its_items_one_by_one_cut_when_parts_fill_exac
     reference = _run(cfg, _Hundreds([0] * n), None, [0, 0], False)
     assert ours == reference
     assert {len(w[6]) for w in reference[0]} >= {parts}  # parts of exactly that many items
+
+
+@pytest.mark.parametrize("per_call", [29, 1000])
+@pytest.mark.parametrize("batch_max", [3, 40])
+def test_a_batch_source_ends_the_growing_first_segments_where_its_items_one_by_one_do(
+    per_call: int, batch_max: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments of 1, 2, 4 … items (up to ``batch_max``) while one call gives many more:
+    each run taken in whole must stop at its segment's last item."""
+    monkeypatch.setattr(producer_loop, "_SEGMENT_AGE_S", 1e9)
+    monkeypatch.setattr(producer_loop, "_FIRST_SEGMENT_ITEMS", 1)
+    cfg = _config("producer", 2, batch_max, 1 << 20, False)
+    ours = _run(cfg, _HundredsInBatches([0] * 500, per_call), None, [0, 0], True)
+    reference = _run(cfg, _Hundreds([0] * 500), None, [0, 0], False)
+    assert ours == reference
+    seals = [end - start for kind, start, end in reference[2] if kind == "seal"]
+    assert seals[:2] == [1, 2]  # the ramp is there to be kept

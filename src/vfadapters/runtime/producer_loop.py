@@ -170,10 +170,8 @@ class ProducerLoops(WorkerBase):
         segment_bytes = self.cfg.batch_bytes * _SEGMENT_CHUNKS
         clock = time.monotonic
         wall = self.t.latency_clock
-        sleep = time.sleep
         stop_index = CTL.STOP_PRODUCERS
         abort_index = CTL.ABORT
-        nones_field = self.base + SLOT.NONES
         nones = 0
         emit = self.emit
         cut_at = 1 << 62
@@ -210,14 +208,10 @@ class ProducerLoops(WorkerBase):
                 # "nothing now": end the segment under way (unless it is one of the
                 # last life's, which must be cut again whole), then pause, so that a
                 # producer polling an empty source does not spin a core
-                ctl[nones_field] += 1
                 if seg is not None and seg.end is None:
                     self.close_segment(position)
                 nones += 1
-                if nones > _NONES_BEFORE_PAUSE:
-                    sleep(
-                        min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S)
-                    )
+                self.nothing_now(nones)
                 continue
             nones = 0
             if seg is None:
@@ -293,10 +287,8 @@ class ProducerLoops(WorkerBase):
         # one clock read per item: the emit time (the latency clock, ns) also measures
         # how long the source made us wait (from the end of our own work on the last item)
         wall = self.t.latency_clock
-        sleep = time.sleep
         stop_index = CTL.STOP_PRODUCERS
         abort_index = CTL.ABORT
-        nones_field = self.base + SLOT.NONES
         bytes_type = bytes
         nones = 0
         seg: ProducerSegment | None = None
@@ -342,15 +334,11 @@ class ProducerLoops(WorkerBase):
                 close_off = close_size = deadline = 1 << 62
                 prev = now  # the wait is accounted for: the next segment starts afresh
             if item is None:
-                ctl[nones_field] += 1
                 if seg is not None and seg.end is None:
                     self.close_columns(position, total)
                     seg = None
                 nones += 1
-                if nones > _NONES_BEFORE_PAUSE:
-                    sleep(
-                        min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S)
-                    )
+                self.nothing_now(nones)
                 prev = wall()
                 continue
             if nones:
@@ -421,10 +409,8 @@ class ProducerLoops(WorkerBase):
         segment_items = min(top, _FIRST_SEGMENT_ITEMS)  # doubled at each segment, up to top
         segment_bytes = cfg.batch_bytes * _SEGMENT_CHUNKS
         wall = self.t.latency_clock
-        sleep = time.sleep
         stop_index = CTL.STOP_PRODUCERS
         abort_index = CTL.ABORT
-        nones_field = self.base + SLOT.NONES
         bytes_type = bytes
         nones = 0
         seg: ProducerSegment | None = None
@@ -465,31 +451,18 @@ class ProducerLoops(WorkerBase):
                 seg = None
                 close_off = close_size = deadline = 1 << 62
                 prev = now
-            if type(batch) is not list:
-                try:
-                    batch = _as_batch(batch)
-                except TypeError as exc:
-                    raise ProducerFailed(exc) from exc
+            try:
+                batch = _checked_batch(batch)
+            except TypeError as exc:
+                raise ProducerFailed(exc) from exc
             if not batch:
-                ctl[nones_field] += 1
                 if seg is not None and seg.end is None:
                     self.close_columns(position, total)
                     seg = None
                 nones += 1
-                if nones > _NONES_BEFORE_PAUSE:
-                    sleep(
-                        min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S)
-                    )
+                self.nothing_now(nones)
                 prev = wall()
                 continue
-            if None in batch:
-                raise ProducerFailed(
-                    TypeError(
-                        f"next_batch() returned None as item {batch.index(None)} of "
-                        f"{len(batch)}: a batch holds items only (return an empty list for "
-                        "nothing now)"
-                    )
-                )
             nones = 0
             n = len(batch)
             sizes = [len(x) + 32 if type(x) is bytes_type else estimate(x) for x in batch]
@@ -556,6 +529,15 @@ class ProducerLoops(WorkerBase):
         if seg is not None:
             self.seg_size = total
         return position
+
+    def nothing_now(self, nones: int) -> None:
+        """The source gave nothing now (the ``nones``-th call in a row): counted; from the
+        ``_NONES_BEFORE_PAUSE``-th on, a pause of 0.1 ms doubling up to
+        ``_NONE_PAUSE_MAX_S``, so that a producer polling an empty source does not spin
+        a core."""
+        self.ctl[self.base + SLOT.NONES] += 1
+        if nones > _NONES_BEFORE_PAUSE:
+            time.sleep(min(1e-4 * 2 ** min(nones - _NONES_BEFORE_PAUSE - 1, 16), _NONE_PAUSE_MAX_S))
 
     def open_columns(
         self,
@@ -688,8 +670,19 @@ class ProducerLoops(WorkerBase):
         self.t.end_segment(seg, self.tally)
 
 
+def _checked_batch(batch: Any) -> list[Any]:
+    """What ``next_batch()`` returned, as a list of items (None: nothing now); TypeError
+    for what is not a batch of items."""
+    items: list[Any] = batch if type(batch) is list else _as_batch(batch)
+    if None in items:
+        raise TypeError(
+            f"next_batch() returned None as item {items.index(None)} of {len(items)}: "
+            "a batch holds items only (return an empty list for nothing now)"
+        )
+    return items
+
+
 def _as_batch(batch: Any) -> list[Any]:
-    """What ``next_batch()`` returned, as a list (None: nothing now)."""
     if batch is None:
         return []
     if isinstance(batch, str | bytes | bytearray | dict):
@@ -717,16 +710,9 @@ def _one_at_a_time(batch_fn: Callable[[], Any]) -> Callable[[], Any]:
 
     def next_item() -> Any:
         if not pending:
-            batch = batch_fn()
-            if type(batch) is not list:
-                batch = _as_batch(batch)
+            batch = _checked_batch(batch_fn())
             if not batch:
                 return None
-            if None in batch:
-                raise TypeError(
-                    f"next_batch() returned None as item {batch.index(None)} of {len(batch)}: "
-                    "a batch holds items only (return an empty list for nothing now)"
-                )
             pending.extend(batch)
         return take()
 

@@ -29,7 +29,7 @@ from typing import Any
 from vfadapters.broker.credentials import BrokerCredentials
 from vfadapters.broker.transport import BrokerPlan, BrokerTransport
 from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig
-from vfadapters.runtime.options import BROKER_BATCH_MAX
+from vfadapters.runtime.options import BROKER_BATCH_MAX, default_linger_s
 from vfadapters.runtime.worker import Worker, set_parent_death_signal, set_process_name
 from vfcore import REALTIME, FlowSpec
 from vfcore.placement import pod_name
@@ -81,7 +81,8 @@ class WorkerOptions:
     run_id: str
     replica: int = 0
     retries: int = 2
-    linger_s: float = 0.002
+    #: None: BROKER_LINGER_S for a BATCH flow, LOCAL_LINGER_S for a REALTIME one
+    linger_s: float | None = None
     batch_max: int = BROKER_BATCH_MAX
     log_level: int = logging.INFO
     create_topology: bool = True
@@ -103,15 +104,20 @@ def node_config(
     replica: int,
     *,
     retries: int,
-    linger_s: float = 0.002,
+    linger_s: float | None = None,
     batch_max: int = BROKER_BATCH_MAX,
     log_level: int = logging.INFO,
     device: str | None = None,
     devices: tuple[int, ...] = (),
     env: dict[str, str] | None = None,
 ) -> NodeConfig:
-    """One broker replica's :class:`NodeConfig`, every decision from vfcore (the topology)."""
+    """One broker replica's :class:`NodeConfig`, every decision from vfcore (the topology).
+
+    ``linger_s`` None: the broker's default for the flow's type (:func:`default_linger_s`).
+    """
     nspec = spec.node(node)
+    if linger_s is None:
+        linger_s = default_linger_s(broker=True, realtime=spec.flow_type == REALTIME)
     edges = []
     for route in topo.outputs(node):
         edges.append(

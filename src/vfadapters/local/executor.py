@@ -48,6 +48,7 @@ from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig, slot_base
 from vfadapters.runtime.nodes import node_blob, preload_files
 from vfadapters.runtime.options import (
     LOCAL_BATCH_MAX,
+    LOCAL_LINGER_S,
     MAX_BUFFER_MIB,
     GpuRefusedError,
     RunOptions,
@@ -393,7 +394,7 @@ class LocalRun:
             env=env,
             device=pod.device,
             devices=pod.devices,
-            linger_s=self.opts.linger_s,
+            linger_s=LOCAL_LINGER_S if self.opts.linger_s is None else self.opts.linger_s,
             batch_max=self.opts.batch_max or LOCAL_BATCH_MAX,
             log_level=self.opts.log_level,
         )

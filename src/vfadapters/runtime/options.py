@@ -19,13 +19,16 @@ from vfcore.runtime import DEFAULT_REALTIME_KEEP, MAX_REALTIME_KEEP, LayoutOptio
 
 __all__ = [
     "BROKER_BATCH_MAX",
+    "BROKER_LINGER_S",
     "LOCAL_BATCH_MAX",
+    "LOCAL_LINGER_S",
     "MAX_BUFFER_MESSAGES",
     "MAX_BUFFER_MIB",
     "GpuRefusedError",
     "RunOptions",
     "check_dead_letter_path",
     "default_dead_letter_name",
+    "default_linger_s",
 ]
 
 #: The largest input buffer (``buffer_mib``): a record's size is a 32-bit field.
@@ -39,6 +42,22 @@ MAX_BUFFER_MESSAGES = 1 << 24
 #: child's work once its cost is known (``vfcore.runtime.ONE_CONSUMER_TARGET_S``).
 LOCAL_BATCH_MAX = 1024
 BROKER_BATCH_MAX = 8192
+#: How long a producer's segment waits for its source (the time ``next()`` makes it
+#: wait, and any time the producer is not running: a loaded machine's scheduler
+#: counts too) before it is written. Locally a segment costs little: 2 ms. Over a
+#: broker each message costs about 5 ms of CPU along a chain (publishes, ledger
+#: entries, acknowledgements, the server's share; docs/performance.md), so a BATCH
+#: flow's producer waits 20 ms: on a machine whose cores are all busy, 2 ms of
+#: preemption cut segments of a few hundred items, and the messages' cost took the
+#: CPU the nodes needed. A REALTIME flow keeps 2 ms (a frame waits for no company).
+LOCAL_LINGER_S = 0.002
+BROKER_LINGER_S = 0.02
+
+
+def default_linger_s(*, broker: bool, realtime: bool) -> float:
+    """A producer's linger when the run's options name none (:data:`BROKER_LINGER_S`
+    for a BATCH flow over a broker, :data:`LOCAL_LINGER_S` otherwise)."""
+    return BROKER_LINGER_S if broker and not realtime else LOCAL_LINGER_S
 
 
 def default_dead_letter_name(flow: str, run_id: str) -> str:
@@ -133,7 +152,9 @@ class RunOptions:
     start_method: str = "forkserver"
     handle_signals: bool = True
     log_level: int = logging.INFO
-    linger_s: float = 0.002
+    #: how long a producer's segment waits for its source before it is written; None:
+    #: LOCAL_LINGER_S, or BROKER_LINGER_S for a BATCH flow over a broker
+    linger_s: float | None = None
     #: items a record holds at most; None: LOCAL_BATCH_MAX or BROKER_BATCH_MAX
     batch_max: int | None = None
     log_sink: Callable[[int, str], None] | None = None
@@ -150,6 +171,12 @@ class RunOptions:
             isinstance(self.batch_max, int) and 1 <= self.batch_max <= MAX_BUFFER_MESSAGES
         ):
             raise bad("batch_max", self.batch_max, "give a whole number of items >= 1, e.g. 1024")
+        if self.linger_s is not None and not (
+            isinstance(self.linger_s, int | float)
+            and not isinstance(self.linger_s, bool)
+            and 0 <= self.linger_s < math.inf
+        ):
+            raise bad("linger_s", self.linger_s, "give seconds >= 0, e.g. 0.002")
         if not (isinstance(self.retries, int) and self.retries >= 0):
             raise bad("retries", self.retries, "give a whole number >= 0, e.g. 2")
         if self.gpu_policy not in ("share", "strict"):

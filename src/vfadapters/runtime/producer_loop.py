@@ -471,7 +471,7 @@ class ProducerLoops(WorkerBase):
             while i < n:
                 if seg is None:
                     seg, items, emitted, close_off, close_size, deadline = self.open_columns(
-                        position, planned, segment_items, segment_bytes, now + age_ns
+                        position, planned, segment_items, segment_bytes, now + age_ns, True
                     )
                     start = seg.start
                     total = waited = 0
@@ -546,7 +546,8 @@ class ProducerLoops(WorkerBase):
         segment_items: int,
         segment_bytes: int,
         deadline: int,
-    ) -> tuple[ProducerSegment, list[Any], array[int], int, int, int]:
+        batches: bool = False,
+    ) -> tuple[ProducerSegment, list[Any], Any, int, int, int]:
         """Begin a segment of :meth:`produce_columns` / :meth:`produce_batches` at item
         ``position``: the segment, its item and emit-time columns, the offset of its last
         item, the estimated bytes that close it and the latency-clock time that closes it.
@@ -554,7 +555,10 @@ class ProducerLoops(WorkerBase):
         age close it)."""
         seg = self.open_segment(position, planned.popleft() if planned else None, time.monotonic())
         items: list[Any] = []
-        times = array("q")  # pickled as it is (codec._ints)
+        # emit times: item by item a list (appending an int to an int64 array costs ~5x a
+        # list's append; each part's slice becomes one int64 array in write_columns), a
+        # call's many items at once an int64 array (one emit time repeated in C)
+        times: Any = array("q") if batches else []
         self.seg_items, self.seg_times = items, times
         self.seg_marks = [(0, 0)] * len(self.edges)
         if seg.end is None:
@@ -596,7 +600,10 @@ class ProducerLoops(WorkerBase):
         seg, items = self.segment, self.seg_items
         assert seg is not None and items is not None
         first = seg.start + a
-        cols = Columns(items[a:b], self.seg_times[a:b], prefix=f"{self.cfg.node}:", first=first)
+        times = self.seg_times[a:b]
+        if type(times) is not array:
+            times = array("q", times)  # pickled as it is (codec._ints)
+        cols = Columns(items[a:b], times, prefix=f"{self.cfg.node}:", first=first)
         key = OutputKey(
             self.origin,
             edge.chunk,

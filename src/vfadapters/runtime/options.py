@@ -47,9 +47,10 @@ BROKER_BATCH_MAX = 8192
 #: counts too) before it is written. Locally a segment costs little: 2 ms. Over a
 #: broker each message costs about 5 ms of CPU along a chain (publishes, ledger
 #: entries, acknowledgements, the server's share; docs/performance.md), so a BATCH
-#: flow's producer waits 20 ms: on a machine whose cores are all busy, 2 ms of
-#: preemption cut segments of a few hundred items, and the messages' cost took the
-#: CPU the nodes needed. A REALTIME flow keeps 2 ms (a frame waits for no company).
+#: flow's producer waits 20 ms: on 2 cores shared by a run's busy processes, 2 ms of
+#: preemption cut segments of ~2,000 items where 8,192 may go, and the messages'
+#: cost took the CPU the nodes needed. A REALTIME flow keeps 2 ms (a frame waits for
+#: no company).
 LOCAL_LINGER_S = 0.002
 BROKER_LINGER_S = 0.02
 

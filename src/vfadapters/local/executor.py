@@ -48,12 +48,12 @@ from vfadapters.runtime.config import CTL, SLOT, EdgePlan, NodeConfig, slot_base
 from vfadapters.runtime.nodes import node_blob, preload_files
 from vfadapters.runtime.options import (
     LOCAL_BATCH_MAX,
-    LOCAL_LINGER_S,
     MAX_BUFFER_MIB,
     GpuRefusedError,
     RunOptions,
     check_dead_letter_path,
     default_dead_letter_name,
+    default_linger_s,
 )
 from vfadapters.runtime.progress import Progress, build_summary, edge_counts
 from vfadapters.runtime.state import EdgeCounts, EdgeView, LiveNode, Replica, RunState, Voice
@@ -394,7 +394,11 @@ class LocalRun:
             env=env,
             device=pod.device,
             devices=pod.devices,
-            linger_s=LOCAL_LINGER_S if self.opts.linger_s is None else self.opts.linger_s,
+            linger_s=(
+                default_linger_s(broker=False, realtime=self.realtime)
+                if self.opts.linger_s is None
+                else self.opts.linger_s
+            ),
             batch_max=self.opts.batch_max or LOCAL_BATCH_MAX,
             log_level=self.opts.log_level,
         )

@@ -556,7 +556,7 @@ class ProducerLoops(WorkerBase):
         seg = self.open_segment(position, planned.popleft() if planned else None, time.monotonic())
         items: list[Any] = []
         # emit times: item by item a list (appending an int to an int64 array costs ~5x a
-        # list's append; each part's slice becomes one int64 array in write_columns), a
+        # list's append; a part's slice becomes one int64 array when it is encoded), a
         # call's many items at once an int64 array (one emit time repeated in C)
         times: Any = array("q") if batches else []
         self.seg_items, self.seg_times = items, times
@@ -600,10 +600,9 @@ class ProducerLoops(WorkerBase):
         seg, items = self.segment, self.seg_items
         assert seg is not None and items is not None
         first = seg.start + a
-        times = self.seg_times[a:b]
-        if type(times) is not array:
-            times = array("q", times)  # pickled as it is (codec._ints)
-        cols = Columns(items[a:b], times, prefix=f"{self.cfg.node}:", first=first)
+        # a list of emit times becomes one int64 array when the record is encoded
+        # (codec._ints); a next_batch() segment's is one already
+        cols = Columns(items[a:b], self.seg_times[a:b], prefix=f"{self.cfg.node}:", first=first)
         key = OutputKey(
             self.origin,
             edge.chunk,
